@@ -1,0 +1,162 @@
+//! `cukernels-bench`: the main job.
+//!
+//! - On a machine with a CUDA GPU: checks our SGEMM against cuBLAS, then times both over the
+//!   sweep and prints shape, our TFLOP/s, cuBLAS TFLOP/s, ratio, % of the FP32 FMA peak, the
+//!   dispatcher's choice and its regret; writes the same as JSON lines (`--out FILE`).
+//! - Without one (or with `report`): prints each architecture's configs and the ptxas resources
+//!   of every kernel.
+//!
+//! Usage: `cukernels-bench [report | sgemm] [--quick] [--reps N] [--config sm_XX] [--out FILE]`
+
+use cukernels::cudarc::cublas::CudaBlas;
+use cukernels::{device_context, Arch, Cukernels};
+use cukernels_bench::report::{config_table, resource_table};
+use cukernels_bench::sgemm_bench::{bench_shape, cross_check, sweep, DeviceInfo, Row, Shape};
+use cukernels_bench::COMMIT;
+use std::io::Write;
+
+struct Options {
+    mode: Option<String>,
+    quick: bool,
+    reps: usize,
+    config: Option<Arch>,
+    out: Option<String>,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut o = Options { mode: None, quick: false, reps: 25, config: None, out: None };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "report" | "sgemm" => o.mode = Some(a),
+            "--quick" => o.quick = true,
+            "--reps" => o.reps = args.next().and_then(|v| v.parse().ok()).ok_or("--reps takes a number")?,
+            "--config" => {
+                let v = args.next().ok_or("--config takes an architecture such as sm_80")?;
+                o.config = Some(Arch::from_name(&v).ok_or(format!("unknown architecture {v}"))?);
+            }
+            "--out" => o.out = Some(args.next().ok_or("--out takes a file")?),
+            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm] [--quick] [--reps N] [--config sm_XX] [--out FILE]".into()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(o)
+}
+
+fn main() {
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let ctx = device_context(0);
+    let mode = o.mode.clone().unwrap_or_else(|| if ctx.is_ok() { "sgemm".into() } else { "report".into() });
+    if mode == "report" {
+        if let Err(e) = &ctx {
+            println!("No GPU here ({e}): printing the configuration and resource report.\n");
+        }
+        print!("{}", config_table());
+        println!();
+        match resource_table() {
+            Ok((kernels, table)) => {
+                print!("{table}");
+                let bad: Vec<String> = kernels.iter().flat_map(|k| k.violations()).collect();
+                if !bad.is_empty() {
+                    eprintln!("\n{} violations:\n{}", bad.len(), bad.join("\n"));
+                    std::process::exit(1);
+                }
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    let ctx = ctx.unwrap_or_else(|e| {
+        eprintln!("the sgemm benchmark needs a GPU: {e}");
+        std::process::exit(1)
+    });
+    run_sgemm(&ctx, &o);
+}
+
+fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
+    let stream = ctx.default_stream();
+    let kernels = match o.config {
+        Some(config) => Cukernels::with_config(ctx, config, config),
+        None => Cukernels::new(ctx),
+    }
+    .unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"));
+    let blas = CudaBlas::new(stream.clone()).expect("cuBLAS");
+    let info = DeviceInfo::of(ctx);
+    let (major, minor) = ctx.compute_capability().unwrap();
+    let device_arch = Arch::for_compute_capability(major as u32, minor as u32, &Arch::ALL).unwrap_or(Arch::Sm70);
+    let peak = info.fp32_peak_tflops(device_arch.limits().fp32_lanes_per_sm);
+    let date = today();
+    println!(
+        "{} (sm_{major}{minor}, {} SMs, {:.0} MHz, FP32 peak {peak:.1} TFLOP/s); cukernels {} with config {}; commit {COMMIT}; {date}",
+        info.name,
+        info.sm_count,
+        info.clock_khz as f64 / 1e3,
+        kernels.target(),
+        kernels.config()
+    );
+
+    // Correctness before speed: our result must match cuBLAS's on an odd shape.
+    let probe = Shape { group: "check", batch: 3, m: 257, n: 383, k: 511 };
+    let diff = cross_check(&kernels, &blas, &stream, &probe);
+    println!("cross-check against cuBLAS on {}: max |ours - cuBLAS| / sqrt(k) = {diff:.2e}", probe.label());
+    if !(diff < 1e-5) {
+        eprintln!("our SGEMM disagrees with cuBLAS; not benchmarking");
+        std::process::exit(1);
+    }
+
+    let shapes: Vec<Shape> = if o.quick { sweep().into_iter().filter(|s| s.flops() < 2e11).collect() } else { sweep() };
+    let mut out = o.out.as_ref().map(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).expect("open --out file"));
+    println!(
+        "\n{:<8} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>7}",
+        "group", "shape", "ours TF/s", "cuBLAS", "ratio", "%peak", "chosen", "best", "regret"
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    for s in &shapes {
+        let r = bench_shape(&kernels, &blas, &stream, s, &info, o.reps);
+        println!(
+            "{:<8} {:<22} {:>9.2} {:>9.2} {:>7.3} {:>6.1}% {:>8} {:>8} {:>6.1}%",
+            s.group,
+            s.label(),
+            r.ours_tflops(),
+            r.cublas_tflops(),
+            r.ratio(),
+            100.0 * r.ours_tflops() / peak,
+            r.chosen.name(),
+            r.best().0.name(),
+            100.0 * r.regret()
+        );
+        if let Some(f) = out.as_mut() {
+            let variants: Vec<String> = r.variants_ms.iter().map(|(v, ms)| format!("\"{}\":{:.5}", v.name(), ms)).collect();
+            writeln!(
+                f,
+                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
+                s.label(), s.group, s.batch, s.m, s.n, s.k, r.ours_tflops(), r.cublas_tflops(), r.ratio(),
+                100.0 * r.ours_tflops() / peak, r.chosen.name(), r.best().0.name(), r.regret(), variants.join(","),
+                info.name, kernels.config()
+            )
+            .unwrap();
+        }
+        rows.push(r);
+    }
+    let geo = (rows.iter().map(|r| r.ratio().ln()).sum::<f64>() / rows.len().max(1) as f64).exp();
+    let worst = rows.iter().map(|r| r.ratio()).fold(f64::INFINITY, f64::min);
+    let worst_regret = rows.iter().map(|r| r.regret()).fold(0.0, f64::max);
+    println!(
+        "\ngeometric mean ratio vs cuBLAS: {geo:.3}; lowest ratio: {worst:.3}; largest dispatch regret: {:.1}%",
+        100.0 * worst_regret
+    );
+}
+
+/// Today's date (UTC) as YYYY-MM-DD.
+fn today() -> String {
+    chrono::Utc::now().format("%Y-%m-%d").to_string()
+}

@@ -1,0 +1,70 @@
+//! The report printed without a GPU: each architecture's SGEMM configs and what ptxas makes of
+//! them. Column meanings are in README.md ("Reading the report").
+
+use crate::resources::{find_ptxas, ptxas_resources, KernelResources};
+use cukernels::{ptx, sgemm_config, Arch, SgemmVariant};
+use std::fmt::Write;
+
+/// The config table: one line per (architecture, variant).
+pub fn config_table() -> String {
+    let mut s = String::new();
+    writeln!(s, "SGEMM configs (block tile bm x bn x bk, thread tile tm x tn, warp tile, threads, stages, designed blocks/SM)").unwrap();
+    writeln!(s, "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8}", "arch", "variant", "block", "thread", "warp", "threads", "stages", "smem B", "blk/SM", "pipeline").unwrap();
+    for arch in Arch::ALL {
+        let row = sgemm_config(arch);
+        for v in SgemmVariant::ALL {
+            let t = row.tile(v);
+            writeln!(
+                s,
+                "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8}",
+                arch.name(),
+                v.name(),
+                format!("{}x{}x{}", t.bm, t.bn, t.bk),
+                format!("{}x{}", t.tm, t.tn),
+                format!("{}x{}", t.warp_tile_m(), t.warp_tile_n()),
+                t.threads(),
+                t.stages,
+                t.smem_bytes(),
+                t.blocks_per_sm,
+                if arch.limits().has_cp_async { "cp.async" } else { "regs x2" }
+            )
+            .unwrap();
+        }
+    }
+    s
+}
+
+/// Runs ptxas on every embedded module; returns the resources and the printed table.
+pub fn resource_table() -> Result<(Vec<KernelResources>, String), String> {
+    let ptxas = find_ptxas()?;
+    let mut all = Vec::new();
+    for module in ptx::embedded() {
+        all.extend(ptxas_resources(&ptxas, module)?);
+    }
+    let mut s = String::new();
+    writeln!(s, "ptxas resources ({}), per kernel", ptxas.display()).unwrap();
+    writeln!(
+        s,
+        "{:<7} {:<7} {:<7} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
+        "target", "config", "variant", "regs", "stack B", "spill B", "smem B", "blk/SM", "designed", "ok"
+    )
+    .unwrap();
+    for k in &all {
+        writeln!(
+            s,
+            "{:<7} {:<7} {:<7} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
+            k.target.name(),
+            k.config.name(),
+            k.variant.name(),
+            k.registers,
+            k.stack_frame,
+            k.spill_stores + k.spill_loads,
+            k.static_smem + k.dynamic_smem,
+            k.blocks_per_sm(),
+            k.designed_blocks_per_sm,
+            if k.violations().is_empty() { "yes" } else { "NO" }
+        )
+        .unwrap();
+    }
+    Ok((all, s))
+}

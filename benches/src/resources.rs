@@ -1,0 +1,151 @@
+//! Per-kernel resources from `ptxas -v` (no GPU needed): registers, stack frame, spills and
+//! shared memory of every entry point of every embedded PTX module, checked against the config
+//! row the module was built with. `cukernels-bench report` prints these; the `ptx_resources`
+//! test fails on any violation.
+
+use cukernels::ptx::EmbeddedPtx;
+use cukernels::{sgemm_config, Arch, SgemmVariant};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// What ptxas reports for one entry point, with the config values it is checked against.
+#[derive(Clone, Debug)]
+pub struct KernelResources {
+    pub target: Arch,
+    pub config: Arch,
+    pub variant: SgemmVariant,
+    pub registers: u32,
+    pub stack_frame: u32,
+    pub spill_stores: u32,
+    pub spill_loads: u32,
+    pub static_smem: u32,
+    pub dynamic_smem: u32,
+    pub threads: u32,
+    pub designed_blocks_per_sm: u32,
+}
+
+impl KernelResources {
+    /// Resident blocks per SM these resources allow on the config's architecture: registers
+    /// (allocated per warp in units of 256), shared memory (plus the per-block reservation),
+    /// threads, and the block limit.
+    pub fn blocks_per_sm(&self) -> u32 {
+        let l = self.config.limits();
+        let warps = self.threads.div_ceil(32);
+        let regs_per_warp = (self.registers * 32).div_ceil(256) * 256;
+        let by_regs = if regs_per_warp == 0 { u32::MAX } else { l.regs_per_sm / (regs_per_warp * warps) };
+        let smem = self.static_smem + self.dynamic_smem + l.reserved_smem_per_block;
+        let by_smem = l.smem_per_sm / smem.max(1);
+        let by_threads = l.max_threads_per_sm / self.threads;
+        by_regs.min(by_smem).min(by_threads).min(l.max_blocks_per_sm)
+    }
+
+    /// Every rule the kernel must satisfy; empty when it does.
+    pub fn violations(&self) -> Vec<String> {
+        let l = self.config.limits();
+        let mut v = Vec::new();
+        let who = format!("{} kernel `{}` (config {})", self.target, self.variant.name(), self.config);
+        if self.stack_frame != 0 {
+            v.push(format!("{who}: {} bytes of stack frame (local memory); must be 0", self.stack_frame));
+        }
+        if self.spill_stores + self.spill_loads != 0 {
+            v.push(format!("{who}: spills ({} B stores, {} B loads)", self.spill_stores, self.spill_loads));
+        }
+        if self.registers > l.max_regs_per_thread {
+            v.push(format!("{who}: {} registers > {}", self.registers, l.max_regs_per_thread));
+        }
+        if self.static_smem + self.dynamic_smem > l.max_smem_per_block {
+            v.push(format!("{who}: {} B of shared memory > the {} B per-block limit", self.static_smem + self.dynamic_smem, l.max_smem_per_block));
+        }
+        if self.blocks_per_sm() < self.designed_blocks_per_sm {
+            v.push(format!(
+                "{who}: {} registers x {} threads allow {} blocks per SM; the config was designed for {}",
+                self.registers,
+                self.threads,
+                self.blocks_per_sm(),
+                self.designed_blocks_per_sm
+            ));
+        }
+        v
+    }
+}
+
+/// Finds `ptxas` 12.x: `$CUKERNELS_PTXAS`, then the PyPI package `nvidia-cuda-nvcc-cu12` of
+/// `python3`, then `PATH`. 13.x dropped sm_70, so it must be 12.x.
+pub fn find_ptxas() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("CUKERNELS_PTXAS") {
+        return Ok(PathBuf::from(p));
+    }
+    let py = Command::new("python3")
+        .args(["-c", "import nvidia.cuda_nvcc, os; print(os.path.join(list(nvidia.cuda_nvcc.__path__)[0], 'bin', 'ptxas'))"])
+        .output();
+    if let Ok(out) = py {
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if out.status.success() && path.exists() {
+            return Ok(path);
+        }
+    }
+    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Ok(PathBuf::from("ptxas"));
+    }
+    Err("ptxas not found: install it with `python3 -m pip install nvidia-cuda-nvcc-cu12==12.9.86` or set CUKERNELS_PTXAS".into())
+}
+
+/// Assembles one embedded module with `ptxas -v` and returns each SGEMM entry point's resources.
+pub fn ptxas_resources(ptxas: &PathBuf, module: &EmbeddedPtx) -> Result<Vec<KernelResources>, String> {
+    let dir = std::env::temp_dir().join(format!("cukernels-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let stem = format!("{}_{}", module.config.name(), module.target.name());
+    let ptx_path = dir.join(format!("{stem}.ptx"));
+    std::fs::write(&ptx_path, module.ptx).map_err(|e| e.to_string())?;
+    let out = Command::new(ptxas)
+        .arg(format!("-arch={}", module.target.name()))
+        .arg("-v")
+        .arg(&ptx_path)
+        .arg("-o")
+        .arg(dir.join(format!("{stem}.cubin")))
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
+    let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("ptxas rejected the {} PTX (config {}):\n{log}", module.target, module.config));
+    }
+    let row = sgemm_config(module.config);
+    let mut kernels = Vec::new();
+    for variant in SgemmVariant::ALL {
+        let section = function_section(&log, variant.entry_point())
+            .ok_or_else(|| format!("ptxas output has no entry `{}` for {}:\n{log}", variant.entry_point(), module.target))?;
+        let tile = row.tile(variant);
+        kernels.push(KernelResources {
+            target: module.target,
+            config: module.config,
+            variant,
+            registers: number_before(section, " registers").unwrap_or(0),
+            stack_frame: number_before(section, " bytes stack frame").unwrap_or(0),
+            spill_stores: number_before(section, " bytes spill stores").unwrap_or(0),
+            spill_loads: number_before(section, " bytes spill loads").unwrap_or(0),
+            static_smem: number_before(section, " bytes smem").unwrap_or(0),
+            dynamic_smem: tile.smem_bytes(),
+            threads: tile.threads(),
+            designed_blocks_per_sm: tile.blocks_per_sm,
+        });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(kernels)
+}
+
+/// The lines ptxas prints for one function: from "Compiling entry function 'name'" to the next
+/// "Compiling".
+fn function_section<'a>(log: &'a str, name: &str) -> Option<&'a str> {
+    let marker = format!("Compiling entry function '{name}'");
+    let start = log.find(&marker)? + marker.len();
+    let rest = &log[start..];
+    let end = rest.find("Compiling entry function").unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// The integer right before `suffix` in `text` ("Used 128 registers" → 128).
+fn number_before(text: &str, suffix: &str) -> Option<u32> {
+    let at = text.find(suffix)?;
+    let digits: String = text[..at].chars().rev().take_while(|c| c.is_ascii_digit()).collect();
+    digits.chars().rev().collect::<String>().parse().ok()
+}

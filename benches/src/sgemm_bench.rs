@@ -1,0 +1,238 @@
+//! SGEMM against cuBLAS (`cublasSgemmStridedBatched`, TF32 off: cuBLAS's default math mode) on
+//! the same GPU, in the same run, on the same buffers. Each figure is the median of CUDA-event
+//! timings of single launches after warm-up; inputs rotate among several buffer sets when one
+//! set would fit in L2, so that repeated runs do not measure the cache.
+//!
+//! Dispatch regret: for each shape, every variant is timed the same way; regret is the
+//! dispatcher's choice's time over the best variant's time, minus one.
+
+use cukernels::cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, StridedBatchedConfig};
+use cukernels::cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cukernels::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cukernels::{choose_variant, Cukernels, Sgemm, SgemmVariant};
+use std::sync::Arc;
+
+/// One benchmark shape: `batch` row-major products of `m×k` by `k×n`.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub group: &'static str,
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
+impl Shape {
+    pub fn label(&self) -> String {
+        if self.batch == 1 {
+            format!("{}x{}x{}", self.m, self.n, self.k)
+        } else {
+            format!("{}x({}x{}x{})", self.batch, self.m, self.n, self.k)
+        }
+    }
+    pub fn flops(&self) -> f64 {
+        2.0 * (self.batch * self.m * self.n) as f64 * self.k as f64
+    }
+}
+
+const fn shape(group: &'static str, batch: usize, m: usize, n: usize, k: usize) -> Shape {
+    Shape { group, batch, m, n, k }
+}
+
+/// The sweep of the SGEMM issue: square, batched, skinny and odd shapes.
+pub fn sweep() -> Vec<Shape> {
+    let mut v = Vec::new();
+    for s in [256, 512, 1024, 2048, 4096, 8192] {
+        v.push(shape("square", 1, s, s, s));
+    }
+    v.extend([
+        shape("batched", 64, 512, 512, 512),
+        shape("batched", 256, 256, 256, 256),
+        shape("batched", 1024, 64, 64, 64),
+        shape("batched", 32, 128, 4096, 128),
+        shape("batched", 8, 2048, 2048, 2048),
+    ]);
+    for m in [1, 4, 16] {
+        v.push(shape("skinny", 1, m, 4096, 4096));
+    }
+    v.extend([shape("odd", 1, 1000, 1000, 1000), shape("odd", 1, 4095, 4095, 4095), shape("odd", 1, 33, 4097, 129)]);
+    v
+}
+
+/// The result for one shape.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub shape: Shape,
+    pub chosen: SgemmVariant,
+    pub ours_ms: f64,
+    pub cublas_ms: f64,
+    /// Median time of each variant (the dispatcher's choice included).
+    pub variants_ms: Vec<(SgemmVariant, f64)>,
+}
+
+impl Row {
+    pub fn ours_tflops(&self) -> f64 {
+        self.shape.flops() / self.ours_ms / 1e9
+    }
+    pub fn cublas_tflops(&self) -> f64 {
+        self.shape.flops() / self.cublas_ms / 1e9
+    }
+    pub fn ratio(&self) -> f64 {
+        self.cublas_ms / self.ours_ms
+    }
+    pub fn best(&self) -> (SgemmVariant, f64) {
+        self.variants_ms.iter().copied().fold((self.chosen, f64::INFINITY), |b, x| if x.1 < b.1 { x } else { b })
+    }
+    pub fn regret(&self) -> f64 {
+        self.ours_ms / self.best().1 - 1.0
+    }
+}
+
+/// The device facts a report needs.
+pub struct DeviceInfo {
+    pub name: String,
+    pub sm_count: u32,
+    pub clock_khz: u32,
+    pub l2_bytes: usize,
+}
+
+impl DeviceInfo {
+    pub fn of(ctx: &Arc<CudaContext>) -> DeviceInfo {
+        let attr = |a| ctx.attribute(a).unwrap_or(0).max(0) as u32;
+        DeviceInfo {
+            name: ctx.name().unwrap_or_else(|_| "unknown GPU".into()),
+            sm_count: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            clock_khz: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+            l2_bytes: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE) as usize,
+        }
+    }
+    /// FP32 FMA peak in TFLOP/s at the boost clock: 2 · lanes · SMs · clock.
+    pub fn fp32_peak_tflops(&self, lanes_per_sm: u32) -> f64 {
+        2.0 * lanes_per_sm as f64 * self.sm_count as f64 * self.clock_khz as f64 * 1e3 / 1e12
+    }
+}
+
+/// Device buffers for one shape: `sets` independent (A, B, C) triples.
+struct Sets {
+    a: Vec<CudaSlice<f32>>,
+    b: Vec<CudaSlice<f32>>,
+    c: Vec<CudaSlice<f32>>,
+}
+
+fn pseudo_random(len: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn alloc_sets(stream: &Arc<CudaStream>, s: &Shape, l2_bytes: usize) -> Sets {
+    let (la, lb, lc) = (s.batch * s.m * s.k, s.batch * s.k * s.n, s.batch * s.m * s.n);
+    let bytes = 4 * (la + lb + lc);
+    // Enough sets that one round of them is at least twice the L2, at most 8.
+    let sets = (2 * l2_bytes).div_ceil(bytes.max(1)).clamp(1, 8);
+    let host_a = pseudo_random(la, 1);
+    let host_b = pseudo_random(lb, 2);
+    let host_c = pseudo_random(lc, 3);
+    let mut out = Sets { a: vec![], b: vec![], c: vec![] };
+    for _ in 0..sets {
+        out.a.push(stream.clone_htod(&host_a).unwrap());
+        out.b.push(stream.clone_htod(&host_b).unwrap());
+        out.c.push(stream.clone_htod(&host_c).unwrap());
+    }
+    out
+}
+
+/// Median milliseconds of `run(i)` over `reps` launches after `warmup`, each launch timed by its
+/// own pair of CUDA events.
+pub fn median_ms(stream: &Arc<CudaStream>, warmup: usize, reps: usize, mut run: impl FnMut(usize)) -> f64 {
+    let ctx = stream.context();
+    let ev = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+    for i in 0..warmup {
+        run(i);
+    }
+    let events: Vec<_> = (0..reps).map(|_| (ev(), ev())).collect();
+    for (i, (start, end)) in events.iter().enumerate() {
+        start.record(stream).unwrap();
+        run(warmup + i);
+        end.record(stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    let mut times: Vec<f64> = events.iter().map(|(s, e)| s.elapsed_ms(e).unwrap() as f64).collect();
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    times[times.len() / 2]
+}
+
+/// The cuBLAS call for a row-major `C = A·B`: that is the column-major `Cᵀ = Bᵀ·Aᵀ`, so cuBLAS
+/// gets (n, m, k) and B before A.
+fn cublas_config(s: &Shape) -> StridedBatchedConfig<f32> {
+    StridedBatchedConfig {
+        gemm: cukernels::cudarc::cublas::GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_N,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: s.n as i32,
+            n: s.m as i32,
+            k: s.k as i32,
+            alpha: 1.0f32,
+            lda: s.n as i32,
+            ldb: s.k as i32,
+            beta: 0.0f32,
+            ldc: s.n as i32,
+        },
+        batch_size: s.batch as i32,
+        stride_a: (s.k * s.n) as i64,
+        stride_b: (s.m * s.k) as i64,
+        stride_c: (s.m * s.n) as i64,
+    }
+}
+
+/// Benchmarks one shape: our dispatcher's choice, each variant, and cuBLAS.
+pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream>, s: &Shape, info: &DeviceInfo, reps: usize) -> Row {
+    let mut sets = alloc_sets(stream, s, info.l2_bytes);
+    let n_sets = sets.a.len();
+    let g = Sgemm::new(s.m, s.n, s.k).batched(s.batch);
+    let chosen = choose_variant(s.m, s.n, s.batch, kernels.sgemm_config(), kernels.sm_count());
+    let warmup = 3;
+    let time_ours = |variant: Option<SgemmVariant>, sets: &mut Sets| {
+        median_ms(stream, warmup, reps, |i| {
+            let j = i % n_sets;
+            kernels.sgemm_with(stream, &g, &sets.a[j], &sets.b[j], &mut sets.c[j], variant).unwrap();
+        })
+    };
+    let ours_ms = time_ours(None, &mut sets);
+    let variants_ms: Vec<(SgemmVariant, f64)> = SgemmVariant::ALL
+        .iter()
+        .map(|&v| (v, if v == chosen { ours_ms } else { time_ours(Some(v), &mut sets) }))
+        .collect();
+    let cfg = cublas_config(s);
+    let cublas_ms = median_ms(stream, warmup, reps, |i| {
+        let j = i % n_sets;
+        // SAFETY: the buffers hold exactly batch·(k·n), batch·(m·k), batch·(m·n) floats, which is
+        // what this column-major call with these leading dimensions and strides addresses.
+        unsafe { blas.gemm_strided_batched(cfg, &sets.b[j], &sets.a[j], &mut sets.c[j]).unwrap() };
+    });
+    Row { shape: s.clone(), chosen, ours_ms, cublas_ms, variants_ms }
+}
+
+/// Checks our result against cuBLAS's on one shape before timing anything (a benchmark of a
+/// wrong kernel is worthless). Returns the largest relative difference.
+pub fn cross_check(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream>, s: &Shape) -> f64 {
+    let g = Sgemm::new(s.m, s.n, s.k).batched(s.batch);
+    let a = stream.clone_htod(&pseudo_random(s.batch * s.m * s.k, 11)).unwrap();
+    let b = stream.clone_htod(&pseudo_random(s.batch * s.k * s.n, 12)).unwrap();
+    let mut ours = stream.clone_htod(&vec![f32::NAN; s.batch * s.m * s.n]).unwrap();
+    let mut theirs = stream.alloc_zeros::<f32>(s.batch * s.m * s.n).unwrap();
+    kernels.sgemm(stream, &g, &a, &b, &mut ours).unwrap();
+    let cfg = cublas_config(s);
+    // SAFETY: as in `bench_shape`.
+    unsafe { blas.gemm_strided_batched(cfg, &b, &a, &mut theirs).unwrap() };
+    let x = stream.clone_dtoh(&ours).unwrap();
+    let y = stream.clone_dtoh(&theirs).unwrap();
+    let scale = (s.k as f64).sqrt();
+    x.iter().zip(&y).map(|(&p, &q)| if p.is_finite() { ((p - q).abs() as f64) / scale } else { f64::INFINITY }).fold(0.0, f64::max)
+}

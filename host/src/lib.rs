@@ -1,0 +1,40 @@
+//! # cukernels
+//!
+//! CUDA kernels written in Rust, compiled ahead of time to PTX for sm_70, sm_75, sm_80, sm_86,
+//! sm_89, sm_90, sm_100 and sm_120, and launched through [`cudarc`] on the caller's stream and
+//! buffers. Each architecture's kernels are built with that architecture's tile configuration
+//! (the tables in [`cukernels_gpu`]); the host loads the PTX that fits the device.
+//!
+//! ```no_run
+//! use cukernels::{device_context, Cukernels, Sgemm, Transpose};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = device_context(0)?; // an error, not a panic, without a GPU
+//! let stream = ctx.default_stream();
+//! let kernels = Cukernels::new(&ctx)?;
+//!
+//! // C (64×32) = A (64×128) · Bᵀ, where B is stored 32×128; all row-major.
+//! let (m, n, k) = (64, 32, 128);
+//! let a = stream.clone_htod(&vec![1.0f32; m * k])?;
+//! let b = stream.clone_htod(&vec![0.5f32; n * k])?;
+//! let mut c = stream.alloc_zeros::<f32>(m * n)?;
+//! let gemm = Sgemm::new(m, n, k).transpose(Transpose::No, Transpose::Yes);
+//! kernels.sgemm(&stream, &gemm, &a, &b, &mut c)?;
+//! let c_host = stream.clone_dtoh(&c)?;
+//! assert!(c_host.iter().all(|&x| x == 64.0));
+//! # Ok(()) }
+//! ```
+//!
+//! Everything a launch needs is checked first and reported as an [`Error`] that names the
+//! argument and its value; kernels never read or write outside the buffers they are given.
+
+mod error;
+pub mod ptx;
+mod runtime;
+pub mod sgemm;
+
+pub use cudarc;
+pub use cukernels_gpu::{sgemm_config, Arch, ArchLimits, SgemmArchConfig, SgemmTile, SgemmVariant, SGEMM_CONFIGS};
+pub use error::{Error, Result};
+pub use runtime::{device_context, Cukernels};
+pub use sgemm::{choose_variant, Layout, Sgemm, SgemmBuffers, SgemmPlan, Transpose};

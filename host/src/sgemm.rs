@@ -1,0 +1,490 @@
+//! FP32 GEMM with the contract of cuBLAS `cublasSgemmStridedBatched`:
+//! `C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b]` for `b` in `0..batch`.
+//!
+//! # Layout convention
+//! [`Layout::RowMajor`] (the default, what Rust frameworks use): element `(r, c)` of a stored
+//! matrix is at `r * ld + c`, so `ld ≥ columns`. [`Layout::ColMajor`] (cuBLAS, Fortran): at
+//! `r + c * ld`, so `ld ≥ rows`. The layout applies to A, B and C alike. `op(A)` is `m × k`,
+//! `op(B)` is `k × n`, C is `m × n`; with [`Transpose::Yes`] the stored A is `k × m`.
+//!
+//! Batch `b` of A starts at element `b * stride_a` (likewise B, C). A stride of 0 broadcasts
+//! one A (or B) to every batch; C's batches must not overlap.
+//!
+//! With `beta == 0`, C is only written: NaN or garbage in C does not reach the result. With
+//! `k == 0` or `alpha == 0`, A and B are not read and `C = beta · C`.
+//!
+//! # How a call runs
+//! [`Sgemm::plan`] validates everything and maps the call onto the kernels' one canonical form
+//! (row-major C; see `kernels-gpu/src/device/sgemm.rs`): a column-major problem is computed as
+//! the row-major `Cᵀ = op(B)ᵀ · op(A)ᵀ`, which swaps the operands and costs nothing. Then the
+//! dispatcher picks a kernel variant (rule in [`choose_variant`]).
+
+use crate::error::{Error, Result};
+use crate::runtime::Cukernels;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cukernels_gpu::sgemm_flags::{A_K_CONTIGUOUS, A_VECTOR, BETA_ZERO, B_K_CONTIGUOUS, B_VECTOR, C_VECTOR};
+use cukernels_gpu::{SgemmArchConfig, SgemmVariant};
+use std::ffi::c_void;
+
+/// Storage order of all three matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// `(r, c)` at `r * ld + c`.
+    #[default]
+    RowMajor,
+    /// `(r, c)` at `r + c * ld` (cuBLAS).
+    ColMajor,
+}
+
+/// Whether an operand is used as stored or transposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Transpose {
+    #[default]
+    No,
+    Yes,
+}
+
+/// A strided-batched SGEMM problem. Build with [`Sgemm::new`] and the setters; every field is
+/// public and checked by [`Sgemm::plan`] before any launch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sgemm {
+    pub layout: Layout,
+    pub trans_a: Transpose,
+    pub trans_b: Transpose,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+    pub batch: usize,
+    pub stride_a: usize,
+    pub stride_b: usize,
+    pub stride_c: usize,
+}
+
+/// Largest m, n or k: the kernels index within a matrix with 32-bit integers.
+pub const MAX_DIM: usize = i32::MAX as usize;
+/// Most blocks in a grid's x dimension.
+const MAX_GRID_X: u64 = i32::MAX as u64;
+/// Most blocks in a grid's z dimension; larger batches loop inside the kernel.
+const MAX_GRID_Z: usize = 65535;
+
+impl Sgemm {
+    /// `C = op(A) · op(B)` (alpha 1, beta 0), row-major, no transposes, tight leading dimensions,
+    /// one batch.
+    pub fn new(m: usize, n: usize, k: usize) -> Sgemm {
+        let mut g = Sgemm {
+            layout: Layout::RowMajor,
+            trans_a: Transpose::No,
+            trans_b: Transpose::No,
+            m,
+            n,
+            k,
+            alpha: 1.0,
+            beta: 0.0,
+            lda: 0,
+            ldb: 0,
+            ldc: 0,
+            batch: 1,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 0,
+        };
+        g.tight();
+        g
+    }
+
+    /// Sets tight leading dimensions and batch strides for the current shape, layout and
+    /// transposes (the setters below call it).
+    pub fn tight(&mut self) -> &mut Self {
+        let (ar, ac) = self.stored_a();
+        let (br, bc) = self.stored_b();
+        let minor = |rows: usize, cols: usize| match self.layout {
+            Layout::RowMajor => cols.max(1),
+            Layout::ColMajor => rows.max(1),
+        };
+        self.lda = minor(ar, ac);
+        self.ldb = minor(br, bc);
+        self.ldc = minor(self.m, self.n);
+        self.stride_a = match self.layout {
+            Layout::RowMajor => ar * self.lda,
+            Layout::ColMajor => ac * self.lda,
+        };
+        self.stride_b = match self.layout {
+            Layout::RowMajor => br * self.ldb,
+            Layout::ColMajor => bc * self.ldb,
+        };
+        self.stride_c = match self.layout {
+            Layout::RowMajor => self.m * self.ldc,
+            Layout::ColMajor => self.n * self.ldc,
+        };
+        self
+    }
+
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        *self.tight()
+    }
+    pub fn transpose(mut self, a: Transpose, b: Transpose) -> Self {
+        self.trans_a = a;
+        self.trans_b = b;
+        *self.tight()
+    }
+    pub fn alpha_beta(mut self, alpha: f32, beta: f32) -> Self {
+        self.alpha = alpha;
+        self.beta = beta;
+        self
+    }
+    /// `batch` problems with tight (non-overlapping) batch strides.
+    pub fn batched(mut self, batch: usize) -> Self {
+        self.batch = batch;
+        self
+    }
+    /// Leading dimensions (each at least the stored matrix's row length in its layout).
+    pub fn leading_dims(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
+        self.lda = lda;
+        self.ldb = ldb;
+        self.ldc = ldc;
+        self
+    }
+    /// Batch strides in elements (0 broadcasts A or B).
+    pub fn strides(mut self, stride_a: usize, stride_b: usize, stride_c: usize) -> Self {
+        self.stride_a = stride_a;
+        self.stride_b = stride_b;
+        self.stride_c = stride_c;
+        self
+    }
+
+    /// Rows and columns of A as stored.
+    pub fn stored_a(&self) -> (usize, usize) {
+        match self.trans_a {
+            Transpose::No => (self.m, self.k),
+            Transpose::Yes => (self.k, self.m),
+        }
+    }
+    /// Rows and columns of B as stored.
+    pub fn stored_b(&self) -> (usize, usize) {
+        match self.trans_b {
+            Transpose::No => (self.k, self.n),
+            Transpose::Yes => (self.n, self.k),
+        }
+    }
+
+    /// Floating-point operations of the whole problem (2·m·n·k per batch).
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
+    }
+
+    /// Elements a buffer must hold for a `rows × cols` matrix with leading dimension `ld`,
+    /// repeated `batch` times `stride` apart; `None` on overflow.
+    fn footprint(&self, rows: usize, cols: usize, ld: usize, stride: usize) -> Option<usize> {
+        if rows == 0 || cols == 0 || self.batch == 0 {
+            return Some(0);
+        }
+        let (rs, cs) = match self.layout {
+            Layout::RowMajor => (ld, 1),
+            Layout::ColMajor => (1, ld),
+        };
+        let one = (rows - 1).checked_mul(rs)?.checked_add((cols - 1).checked_mul(cs)?)?.checked_add(1)?;
+        (self.batch - 1).checked_mul(stride)?.checked_add(one)
+    }
+
+    /// Validates the problem against the buffers (device addresses and lengths in elements) and
+    /// maps it onto a kernel launch for a device with `sm_count` SMs and config `row`.
+    /// `variant` overrides the dispatcher (benchmarks, tests).
+    pub fn plan(&self, buffers: &SgemmBuffers, row: &SgemmArchConfig, sm_count: u32, variant: Option<SgemmVariant>) -> Result<SgemmPlan> {
+        let g = self;
+        for (name, v) in [("m", g.m), ("n", g.n), ("k", g.k)] {
+            if v > MAX_DIM {
+                return Err(Error::invalid(name, v, format!("at most {MAX_DIM}")));
+            }
+        }
+        if g.batch > u32::MAX as usize {
+            return Err(Error::invalid("batch", g.batch, format!("at most {}", u32::MAX)));
+        }
+        let (ar, ac) = g.stored_a();
+        let (br, bc) = g.stored_b();
+        let min_ld = |rows: usize, cols: usize| match g.layout {
+            Layout::RowMajor => cols.max(1),
+            Layout::ColMajor => rows.max(1),
+        };
+        let what = match g.layout {
+            Layout::RowMajor => "columns",
+            Layout::ColMajor => "rows",
+        };
+        for (name, ld, rows, cols) in [("lda", g.lda, ar, ac), ("ldb", g.ldb, br, bc), ("ldc", g.ldc, g.m, g.n)] {
+            if ld < min_ld(rows, cols) {
+                return Err(Error::invalid(name, ld, format!("must be at least the stored matrix's {what} ({})", min_ld(rows, cols))));
+            }
+        }
+        let reads_inputs = g.k > 0 && g.alpha != 0.0 && g.m > 0 && g.n > 0;
+        let overflow = |name: &'static str, stride: usize| Error::invalid(name, stride, "the buffer extent overflows usize");
+        let need_a = if reads_inputs { g.footprint(ar, ac, g.lda, g.stride_a).ok_or_else(|| overflow("stride_a", g.stride_a))? } else { 0 };
+        let need_b = if reads_inputs { g.footprint(br, bc, g.ldb, g.stride_b).ok_or_else(|| overflow("stride_b", g.stride_b))? } else { 0 };
+        let need_c = g.footprint(g.m, g.n, g.ldc, g.stride_c).ok_or_else(|| overflow("stride_c", g.stride_c))?;
+        for (name, len, need) in [("a", buffers.a_len, need_a), ("b", buffers.b_len, need_b), ("c", buffers.c_len, need_c)] {
+            if len < need {
+                return Err(Error::BufferTooSmall { name, len, required: need });
+            }
+        }
+        if g.batch > 1 && need_c > 0 {
+            let one_c = g.footprint(g.m, g.n, g.ldc, 0).expect("fits: checked above");
+            if g.stride_c < one_c {
+                return Err(Error::Overlap(format!(
+                    "stride_c = {} but one C matrix spans {one_c} elements, so batches of C overlap",
+                    g.stride_c
+                )));
+            }
+        }
+        let range = |addr: u64, len: usize| (addr, addr.saturating_add((len as u64).saturating_mul(4)));
+        let overlaps = |x: (u64, u64), y: (u64, u64)| x.0 < y.1 && y.0 < x.1;
+        if need_c > 0 {
+            let c = range(buffers.c_addr, need_c);
+            if need_a > 0 && overlaps(c, range(buffers.a_addr, need_a)) {
+                return Err(Error::Overlap("C overlaps A in device memory".into()));
+            }
+            if need_b > 0 && overlaps(c, range(buffers.b_addr, need_b)) {
+                return Err(Error::Overlap("C overlaps B in device memory".into()));
+            }
+        }
+
+        // Canonical form: row-major C (cm × cn). Each operand's element (row, col) sits at
+        // row·rs + col·cs; one of the two strides is 1.
+        let op_strides = |trans: Transpose, ld: usize| -> (usize, usize) {
+            let stored = match g.layout {
+                Layout::RowMajor => (ld, 1),
+                Layout::ColMajor => (1, ld),
+            };
+            match trans {
+                Transpose::No => stored,
+                Transpose::Yes => (stored.1, stored.0),
+            }
+        };
+        let (opa, opb) = (op_strides(g.trans_a, g.lda), op_strides(g.trans_b, g.ldb));
+        struct Operand {
+            addr: u64,
+            strides: (usize, usize),
+            batch_stride: usize,
+        }
+        let a_op = Operand { addr: buffers.a_addr, strides: opa, batch_stride: g.stride_a };
+        let b_op = Operand { addr: buffers.b_addr, strides: opb, batch_stride: g.stride_b };
+        let (cm, cn, left, right) = match g.layout {
+            Layout::RowMajor => (g.m, g.n, a_op, b_op),
+            // Cᵀ = op(B)ᵀ op(A)ᵀ: transposing an operand swaps its strides.
+            Layout::ColMajor => (
+                g.n,
+                g.m,
+                Operand { strides: (opb.1, opb.0), ..b_op },
+                Operand { strides: (opa.1, opa.0), ..a_op },
+            ),
+        };
+        let aligned = |addr: u64, ld: usize, stride: usize| addr % 16 == 0 && ld % 4 == 0 && (g.batch <= 1 || stride % 4 == 0);
+        let mut flags = 0u32;
+        // Left operand (cm × k): k-contiguous when its column stride is 1.
+        let (lda, a_k_contiguous) = if left.strides.1 == 1 { (left.strides.0, true) } else { (left.strides.1, false) };
+        // Right operand (k × cn): k-contiguous when its row stride is 1.
+        let (ldb, b_k_contiguous) = if right.strides.0 == 1 && right.strides.1 != 1 {
+            (right.strides.1, true)
+        } else {
+            (right.strides.0, false)
+        };
+        if a_k_contiguous {
+            flags |= A_K_CONTIGUOUS;
+        } else if aligned(left.addr, lda, left.batch_stride) {
+            flags |= A_VECTOR;
+        }
+        if b_k_contiguous {
+            flags |= B_K_CONTIGUOUS;
+        } else if aligned(right.addr, ldb, right.batch_stride) {
+            flags |= B_VECTOR;
+        }
+        if aligned(buffers.c_addr, g.ldc, g.stride_c) {
+            flags |= C_VECTOR;
+        }
+        if g.beta == 0.0 {
+            flags |= BETA_ZERO;
+        }
+
+        let variant = variant.unwrap_or_else(|| choose_variant(cm, cn, g.batch, row, sm_count));
+        let tile = row.tile(variant);
+        let tiles = (cm.div_ceil(tile.bm as usize) as u64) * (cn.div_ceil(tile.bn as usize) as u64);
+        if tiles > MAX_GRID_X {
+            return Err(Error::invalid("m", g.m, format!("m × n needs {tiles} tiles of {}×{}, more than one grid holds", tile.bm, tile.bn)));
+        }
+        Ok(SgemmPlan {
+            variant,
+            grid: (tiles as u32, 1, g.batch.min(MAX_GRID_Z) as u32),
+            block: tile.threads(),
+            smem_bytes: tile.smem_bytes(),
+            a_addr: left.addr,
+            b_addr: right.addr,
+            c_addr: buffers.c_addr,
+            m: cm as u32,
+            n: cn as u32,
+            k: if reads_inputs { g.k as u32 } else { 0 },
+            lda: lda as u64,
+            ldb: ldb as u64,
+            ldc: g.ldc as u64,
+            stride_a: left.batch_stride as u64,
+            stride_b: right.batch_stride as u64,
+            stride_c: g.stride_c as u64,
+            batch: g.batch as u32,
+            flags,
+            alpha: g.alpha,
+            beta: g.beta,
+            empty: cm == 0 || cn == 0 || g.batch == 0,
+        })
+    }
+}
+
+/// Device addresses and lengths (in elements) of the three buffers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SgemmBuffers {
+    pub a_addr: u64,
+    pub a_len: usize,
+    pub b_addr: u64,
+    pub b_len: usize,
+    pub c_addr: u64,
+    pub c_len: usize,
+}
+
+/// A validated launch of one SGEMM kernel on the canonical problem (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgemmPlan {
+    pub variant: SgemmVariant,
+    pub grid: (u32, u32, u32),
+    pub block: u32,
+    pub smem_bytes: u32,
+    pub a_addr: u64,
+    pub b_addr: u64,
+    pub c_addr: u64,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub lda: u64,
+    pub ldb: u64,
+    pub ldc: u64,
+    pub stride_a: u64,
+    pub stride_b: u64,
+    pub stride_c: u64,
+    pub batch: u32,
+    pub flags: u32,
+    pub alpha: f32,
+    pub beta: f32,
+    /// Nothing to compute (m, n or batch is 0): no launch.
+    pub empty: bool,
+}
+
+/// Relative throughput per SM of each variant on a large problem (the `large` tile = 1.0).
+/// Used only to compare variants; measured on an H200 (see benches/results/), assumed for the
+/// other architectures until measured there.
+fn variant_efficiency(v: SgemmVariant) -> f64 {
+    match v {
+        SgemmVariant::Huge => 1.05,
+        SgemmVariant::Large => 1.0,
+        SgemmVariant::Medium => 0.75,
+        SgemmVariant::Small => 0.45,
+        SgemmVariant::Skinny => 0.3,
+    }
+}
+
+/// The dispatcher. For `m ≤ 16` the problem is memory-bound on B and `skinny` (16-row tiles)
+/// wastes the least. Otherwise each of `huge`, `large`, `medium`, `small` gets an estimated
+/// time: the work of the busiest SM, `ceil(tiles / SMs)` blocks of `bm × bn` outputs each,
+/// divided by the variant's measured efficiency (`variant_efficiency`). Counting whole tiles
+/// charges the partial tiles at the edges; counting the busiest SM charges the idle SMs of a
+/// grid that does not divide evenly. The lowest estimate wins; ties go to the bigger tile.
+pub fn choose_variant(m: usize, n: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmVariant {
+    if m <= row.skinny.bm as usize {
+        return SgemmVariant::Skinny;
+    }
+    let mut best = (f64::INFINITY, SgemmVariant::Large);
+    for v in [SgemmVariant::Huge, SgemmVariant::Large, SgemmVariant::Medium, SgemmVariant::Small] {
+        let t = row.tile(v);
+        let tiles = (m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize)) as f64 * batch.max(1) as f64;
+        let per_sm = (tiles / sm_count.max(1) as f64).ceil();
+        let cost = per_sm * (t.bm * t.bn) as f64 / variant_efficiency(v);
+        if cost < best.0 {
+            best = (cost, v);
+        }
+    }
+    best.1
+}
+
+impl Cukernels {
+    /// Runs `desc` on `stream` with the dispatcher's kernel. Returns once the launch is queued
+    /// (no synchronization); `a`, `b`, `c` are the caller's device buffers.
+    pub fn sgemm<A, B, C>(&self, stream: &CudaStream, desc: &Sgemm, a: &A, b: &B, c: &mut C) -> Result<()>
+    where
+        A: DevicePtr<f32>,
+        B: DevicePtr<f32>,
+        C: DevicePtrMut<f32>,
+    {
+        self.sgemm_with(stream, desc, a, b, c, None)
+    }
+
+    /// As [`sgemm`](Self::sgemm), with the kernel variant chosen by the caller (`None`: the
+    /// dispatcher's choice).
+    pub fn sgemm_with<A, B, C>(&self, stream: &CudaStream, desc: &Sgemm, a: &A, b: &B, c: &mut C, variant: Option<SgemmVariant>) -> Result<()>
+    where
+        A: DevicePtr<f32>,
+        B: DevicePtr<f32>,
+        C: DevicePtrMut<f32>,
+    {
+        self.check_stream(stream)?;
+        let (a_addr, _a_sync) = a.device_ptr(stream);
+        let (b_addr, _b_sync) = b.device_ptr(stream);
+        let c_len = c.len();
+        let (c_addr, _c_sync) = c.device_ptr_mut(stream);
+        let buffers = SgemmBuffers { a_addr, a_len: a.len(), b_addr, b_len: b.len(), c_addr, c_len };
+        let plan = desc.plan(&buffers, self.sgemm_config(), self.sm_count(), variant)?;
+        self.launch_sgemm(stream, &plan)
+    }
+
+    /// Launches a validated plan.
+    fn launch_sgemm(&self, stream: &CudaStream, p: &SgemmPlan) -> Result<()> {
+        if p.empty {
+            return Ok(());
+        }
+        let f = self.sgemm_function(p.variant)?;
+        let mut args = (p.a_addr, p.b_addr, p.c_addr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.stride_a, p.stride_b, p.stride_c, p.batch, p.flags, p.alpha, p.beta);
+        let mut params: [*mut c_void; 16] = [
+            &mut args.0 as *mut _ as *mut c_void,
+            &mut args.1 as *mut _ as *mut c_void,
+            &mut args.2 as *mut _ as *mut c_void,
+            &mut args.3 as *mut _ as *mut c_void,
+            &mut args.4 as *mut _ as *mut c_void,
+            &mut args.5 as *mut _ as *mut c_void,
+            &mut args.6 as *mut _ as *mut c_void,
+            &mut args.7 as *mut _ as *mut c_void,
+            &mut args.8 as *mut _ as *mut c_void,
+            &mut args.9 as *mut _ as *mut c_void,
+            &mut args.10 as *mut _ as *mut c_void,
+            &mut args.11 as *mut _ as *mut c_void,
+            &mut args.12 as *mut _ as *mut c_void,
+            &mut args.13 as *mut _ as *mut c_void,
+            &mut args.14 as *mut _ as *mut c_void,
+            &mut args.15 as *mut _ as *mut c_void,
+        ];
+        self.context().bind_to_thread()?;
+        // SAFETY: `plan` proved that every element the canonical problem addresses lies inside
+        // the caller's buffers, whose device pointers stay valid (and ordered on `stream` by
+        // cudarc's SyncOnDrop guards) for the duration of the launch. The parameter array
+        // matches the entry point's signature (kernels-gpu `sgemm_entry!`) in count, order and
+        // types (u64 pointers, u32, u64, f32), and lives until cuLaunchKernel returns.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                f.cu_function(),
+                p.grid,
+                (p.block, 1, 1),
+                p.smem_bytes,
+                stream.cu_stream(),
+                &mut params,
+            )?;
+        }
+        Ok(())
+    }
+}

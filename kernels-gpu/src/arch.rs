@@ -1,0 +1,178 @@
+//! The GPU architectures cukernels builds for, and the per-architecture hardware limits that
+//! every config table is checked against (at compile time, see `config`).
+//!
+//! Figures are from the CUDA C++ Programming Guide ("Technical Specifications per Compute
+//! Capability") and the tuning guides of each architecture.
+
+/// A GPU architecture that cukernels builds PTX for.
+///
+/// The host loads the PTX of the newest built architecture that is not newer than the device
+/// (see [`Arch::for_compute_capability`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Arch {
+    /// Volta (V100).
+    Sm70,
+    /// Turing (T4, RTX 20).
+    Sm75,
+    /// Ampere data-center (A100).
+    Sm80,
+    /// Ampere consumer (RTX 30, A10, A40).
+    Sm86,
+    /// Ada (RTX 40, L4, L40).
+    Sm89,
+    /// Hopper (H100, H200).
+    Sm90,
+    /// Blackwell data-center (B200).
+    Sm100,
+    /// Blackwell consumer (RTX 50).
+    Sm120,
+}
+
+/// Hardware limits of one architecture that decide whether a tile config fits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArchLimits {
+    /// Largest dynamic shared memory one block may opt in to, in bytes.
+    pub max_smem_per_block: u32,
+    /// Shared memory of one SM, in bytes (what all resident blocks share).
+    pub smem_per_sm: u32,
+    /// Shared memory the system reserves per resident block (1 KB from sm_80 on).
+    pub reserved_smem_per_block: u32,
+    /// Most resident threads per SM.
+    pub max_threads_per_sm: u32,
+    /// Most resident blocks per SM.
+    pub max_blocks_per_sm: u32,
+    /// 32-bit registers per SM (64K on every architecture here).
+    pub regs_per_sm: u32,
+    /// Most registers one thread may use.
+    pub max_regs_per_thread: u32,
+    /// FP32 FMA lanes per SM: the peak is `2 * lanes * SMs * clock` FLOP/s.
+    pub fp32_lanes_per_sm: u32,
+    /// `cp.async` (global to shared copies that bypass registers) exists from sm_80 on.
+    pub has_cp_async: bool,
+}
+
+const KB: u32 = 1024;
+
+impl Arch {
+    /// Every architecture cukernels builds, oldest first.
+    pub const ALL: [Arch; 8] = [
+        Arch::Sm70,
+        Arch::Sm75,
+        Arch::Sm80,
+        Arch::Sm86,
+        Arch::Sm89,
+        Arch::Sm90,
+        Arch::Sm100,
+        Arch::Sm120,
+    ];
+
+    /// Compute capability as a number: 70, 75, ..., 120.
+    pub const fn sm(self) -> u32 {
+        match self {
+            Arch::Sm70 => 70,
+            Arch::Sm75 => 75,
+            Arch::Sm80 => 80,
+            Arch::Sm86 => 86,
+            Arch::Sm89 => 89,
+            Arch::Sm90 => 90,
+            Arch::Sm100 => 100,
+            Arch::Sm120 => 120,
+        }
+    }
+
+    /// The name used for targets, cfgs and files: `"sm_90"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arch::Sm70 => "sm_70",
+            Arch::Sm75 => "sm_75",
+            Arch::Sm80 => "sm_80",
+            Arch::Sm86 => "sm_86",
+            Arch::Sm89 => "sm_89",
+            Arch::Sm90 => "sm_90",
+            Arch::Sm100 => "sm_100",
+            Arch::Sm120 => "sm_120",
+        }
+    }
+
+    /// Parses `"sm_90"` (or `"90"`).
+    pub fn from_name(name: &str) -> Option<Arch> {
+        let digits = name.trim().strip_prefix("sm_").unwrap_or(name.trim());
+        Arch::ALL.into_iter().find(|a| a.name()[3..] == *digits)
+    }
+
+    /// The PTX to load on a device of compute capability `major.minor`: the newest architecture
+    /// in `built` that is not newer than the device, within the device's family for
+    /// Blackwell-and-later parts (sm_100 PTX does not serve an sm_120 GPU better than sm_90 PTX
+    /// would, but it does run there, so the rule is simply "newest not newer").
+    /// `None` for devices older than sm_70.
+    pub fn for_compute_capability(major: u32, minor: u32, built: &[Arch]) -> Option<Arch> {
+        let device = major * 10 + minor;
+        built.iter().copied().filter(|a| a.sm() <= device).max()
+    }
+
+    /// The hardware limits of this architecture.
+    pub const fn limits(self) -> ArchLimits {
+        let base = ArchLimits {
+            max_smem_per_block: 0,
+            smem_per_sm: 0,
+            reserved_smem_per_block: KB,
+            max_threads_per_sm: 2048,
+            max_blocks_per_sm: 32,
+            regs_per_sm: 64 * KB,
+            max_regs_per_thread: 255,
+            fp32_lanes_per_sm: 128,
+            has_cp_async: true,
+        };
+        match self {
+            Arch::Sm70 => ArchLimits {
+                max_smem_per_block: 96 * KB,
+                smem_per_sm: 96 * KB,
+                reserved_smem_per_block: 0,
+                fp32_lanes_per_sm: 64,
+                has_cp_async: false,
+                ..base
+            },
+            Arch::Sm75 => ArchLimits {
+                max_smem_per_block: 64 * KB,
+                smem_per_sm: 64 * KB,
+                reserved_smem_per_block: 0,
+                max_threads_per_sm: 1024,
+                max_blocks_per_sm: 16,
+                fp32_lanes_per_sm: 64,
+                has_cp_async: false,
+                ..base
+            },
+            Arch::Sm80 => ArchLimits {
+                max_smem_per_block: 163 * KB,
+                smem_per_sm: 164 * KB,
+                fp32_lanes_per_sm: 64,
+                ..base
+            },
+            Arch::Sm86 | Arch::Sm120 => ArchLimits {
+                max_smem_per_block: 99 * KB,
+                smem_per_sm: 100 * KB,
+                max_threads_per_sm: 1536,
+                max_blocks_per_sm: if matches!(self, Arch::Sm86) { 16 } else { 32 },
+                ..base
+            },
+            Arch::Sm89 => ArchLimits {
+                max_smem_per_block: 99 * KB,
+                smem_per_sm: 100 * KB,
+                max_threads_per_sm: 1536,
+                max_blocks_per_sm: 24,
+                ..base
+            },
+            Arch::Sm90 | Arch::Sm100 => ArchLimits {
+                max_smem_per_block: 227 * KB,
+                smem_per_sm: 228 * KB,
+                ..base
+            },
+        }
+    }
+}
+
+impl core::fmt::Display for Arch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}

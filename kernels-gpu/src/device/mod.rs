@@ -1,0 +1,39 @@
+//! Device-only code: the kernels and the small wrappers over PTX they share.
+//!
+//! The config row these kernels are built with is chosen by `--cfg cukernels_config="sm_XX"`
+//! (set by `host/build.rs`); it is independent of `-C target-cpu`, so the sm_100 and sm_120
+//! rows can also be compiled for an sm_90 target and tested on an H200.
+
+pub mod ptx;
+pub mod sgemm;
+
+use crate::arch::Arch;
+
+/// The architecture whose config row this PTX is built with.
+pub const BUILD_CONFIG: Arch = {
+    if cfg!(cukernels_config = "sm_70") {
+        Arch::Sm70
+    } else if cfg!(cukernels_config = "sm_75") {
+        Arch::Sm75
+    } else if cfg!(cukernels_config = "sm_80") {
+        Arch::Sm80
+    } else if cfg!(cukernels_config = "sm_86") {
+        Arch::Sm86
+    } else if cfg!(cukernels_config = "sm_89") {
+        Arch::Sm89
+    } else if cfg!(cukernels_config = "sm_90") {
+        Arch::Sm90
+    } else if cfg!(cukernels_config = "sm_100") {
+        Arch::Sm100
+    } else if cfg!(cukernels_config = "sm_120") {
+        Arch::Sm120
+    } else {
+        panic!("build the device crate with --cfg cukernels_config=\"sm_XX\" (host/build.rs does)")
+    }
+};
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; the host sees a launch error.
+    unsafe { core::arch::nvptx::trap() }
+}

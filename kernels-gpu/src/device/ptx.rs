@@ -1,0 +1,159 @@
+//! The few PTX instructions Rust has no intrinsic for, each wrapped once here, plus thin names
+//! over `core::arch::nvptx` so kernels read as plain code.
+//!
+//! Every `unsafe fn` here is unsafe for the reason its instruction is: it touches memory through
+//! raw addresses (the caller guarantees they are valid) or it must be reached by every thread of
+//! the block (barriers).
+
+use core::arch::asm;
+use core::arch::nvptx;
+
+/// `threadIdx.x`.
+#[inline(always)]
+pub fn thread_idx_x() -> u32 {
+    // SAFETY: reads a special register; no memory access.
+    unsafe { nvptx::_thread_idx_x() as u32 }
+}
+
+/// `blockIdx.x`.
+#[inline(always)]
+pub fn block_idx_x() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_idx_x() as u32 }
+}
+
+/// `blockIdx.z`.
+#[inline(always)]
+pub fn block_idx_z() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_idx_z() as u32 }
+}
+
+/// `gridDim.z`.
+#[inline(always)]
+pub fn grid_dim_z() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_grid_dim_z() as u32 }
+}
+
+/// `__syncthreads()`: every thread of the block must reach it.
+#[inline(always)]
+pub unsafe fn sync_threads() {
+    nvptx::_syncthreads()
+}
+
+/// The dynamic shared memory of this block (`extern __shared__`), as a generic pointer whose
+/// loads and stores LLVM lowers to `ld.shared` / `st.shared`.
+#[inline(always)]
+pub fn dynamic_smem() -> *mut f32 {
+    core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<f32>()
+}
+
+/// The 32-bit shared-state-space address of a generic pointer into shared memory, as
+/// `cp.async` and `ldmatrix` take it.
+#[inline(always)]
+pub fn shared_address(p: *const f32) -> u32 {
+    let out: u64;
+    // SAFETY: address conversion only; no memory access.
+    unsafe {
+        asm!("cvta.to.shared.u64 {o}, {i};", o = out(reg64) out, i = in(reg64) p as u64, options(pure, nomem, nostack));
+    }
+    out as u32
+}
+
+/// `fma.rn.f32`: `a * b + c` with one rounding.
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    core::intrinsics::fmaf32(a, b, c)
+}
+
+/// Asynchronous copy of 4 bytes global → shared (`cp.async.ca`, sm_80+). Copies `src_bytes`
+/// (0 or 4) and zero-fills the rest, so a masked-off element lands in shared memory as 0.0.
+///
+/// Safety: `smem` is a shared address inside this block's allocation; when `src_bytes > 0`,
+/// `global` points to 4 readable, 4-byte aligned bytes.
+#[inline(always)]
+pub unsafe fn cp_async_4(smem: u32, global: *const f32, src_bytes: u32) {
+    asm!("cp.async.ca.shared.global [{s}], [{g}], 4, {n};", s = in(reg32) smem, g = in(reg64) global, n = in(reg32) src_bytes, options(nostack));
+}
+
+/// Asynchronous copy of 16 bytes global → shared (`cp.async.cg`, L2 only, sm_80+). Copies
+/// `src_bytes` (0..=16) and zero-fills the rest.
+///
+/// Safety: `smem` and `global` are 16-byte aligned; `smem` lies in this block's allocation;
+/// `global` has `src_bytes` readable bytes.
+#[inline(always)]
+pub unsafe fn cp_async_16(smem: u32, global: *const f32, src_bytes: u32) {
+    asm!("cp.async.cg.shared.global [{s}], [{g}], 16, {n};", s = in(reg32) smem, g = in(reg64) global, n = in(reg32) src_bytes, options(nostack));
+}
+
+/// Closes the group of `cp.async` copies issued so far by this thread.
+#[inline(always)]
+pub unsafe fn cp_async_commit() {
+    asm!("cp.async.commit_group;", options(nostack));
+}
+
+/// Waits until at most `pending` of this thread's committed groups are still in flight (0..=7).
+/// Other threads' copies are visible only after a following barrier. `pending` must be a
+/// compile-time constant after inlining (the instruction takes an immediate); the match folds
+/// away.
+#[inline(always)]
+pub unsafe fn cp_async_wait(pending: usize) {
+    macro_rules! wait {
+        ($n:literal) => {
+            asm!(concat!("cp.async.wait_group ", $n, ";"), options(nostack))
+        };
+    }
+    match pending {
+        0 => wait!(0),
+        1 => wait!(1),
+        2 => wait!(2),
+        3 => wait!(3),
+        4 => wait!(4),
+        5 => wait!(5),
+        6 => wait!(6),
+        _ => wait!(7),
+    }
+}
+
+/// Returns `x` unchanged, hidden from the optimizer. An `asm!` without `pure` counts as having
+/// side effects, so LLVM neither hoists it out of a loop nor merges two of them. Used on loop
+/// inputs of address arithmetic: the few integer instructions are then recomputed each k-step
+/// instead of being hoisted and kept live across the whole main loop, where their registers
+/// would push the accumulators into local memory.
+#[inline(always)]
+pub fn opaque<T: Opaque>(x: T) -> T {
+    x.opaque()
+}
+
+/// Types [`opaque`] handles.
+pub trait Opaque: Copy {
+    fn opaque(self) -> Self;
+}
+
+impl Opaque for u64 {
+    #[inline(always)]
+    fn opaque(self) -> u64 {
+        let out: u64;
+        // SAFETY: a register move; no memory access.
+        unsafe { asm!("mov.b64 {o}, {i};", o = out(reg64) out, i = in(reg64) self, options(nomem, nostack)) };
+        out
+    }
+}
+
+impl Opaque for u32 {
+    #[inline(always)]
+    fn opaque(self) -> u32 {
+        let out: u32;
+        // SAFETY: a register move; no memory access.
+        unsafe { asm!("mov.b32 {o}, {i};", o = out(reg32) out, i = in(reg32) self, options(nomem, nostack)) };
+        out
+    }
+}
+
+impl Opaque for *const f32 {
+    #[inline(always)]
+    fn opaque(self) -> *const f32 {
+        (self as u64).opaque() as *const f32
+    }
+}

@@ -1,0 +1,533 @@
+//! # FP32 SGEMM: `C = alpha · op(A) · op(B) + beta · C`, strided-batched
+//!
+//! ## The canonical problem
+//! The host turns every call (row- or column-major, either operand transposed) into one form:
+//! C is `m × n` row-major (`C[i·ldc + j]`), A is `m × k` and B is `k × n`, each stored either
+//! k-contiguous or m/n-contiguous (the `flags`, see `crate::sgemm_flags`). A column-major
+//! problem is the row-major problem `Cᵀ = op(B)ᵀ · op(A)ᵀ`, which only swaps the operands.
+//!
+//! ## Tiling (three levels)
+//! - A **block** computes a `BM × BN` tile of C. It walks k in steps of `BK`; for each step it
+//!   stages a `BK × BM` slice of A and a `BK × BN` slice of B in shared memory, both stored
+//!   *k-major* (`As[kk][i]`, `Bs[kk][j]`), whatever their layout in global memory.
+//! - A **warp** owns a `(LM·TM) × (LN·TN)` part of the block tile, its 32 lanes arranged
+//!   `LM × LN` (`LN = 32 / LM`).
+//! - A **thread** owns `TM × TN` accumulators, as `(TM/4) × (TN/4)` sub-tiles of 4×4 spaced
+//!   `LM·4` rows and `LN·4` columns apart. For each `kk` a thread reads `TM/4` float4s of A and
+//!   `TN/4` float4s of B from shared memory and does `TM·TN` FMAs. Lanes of a warp read
+//!   consecutive float4s of one shared row, so these reads have no bank conflicts, and lanes
+//!   that share a row index read the same address (a broadcast).
+//!
+//! ## Loading a tile
+//! Each thread copies a fixed set of "copy units" of each operand per k-step: 16-byte vectors
+//! along m (or n) when that is the contiguous direction and the host has proved 16-byte
+//! alignment, single floats otherwise. A k-contiguous operand is copied one float at a time
+//! (consecutive lanes take consecutive k, so the global reads coalesce) and thereby transposed
+//! into the k-major shared layout. Each thread's units share one row (or column) index, so
+//! their addresses are one base plus a constant step, and the bounds test of the m/n direction
+//! is computed once per block tile. Out-of-range elements are filled with zeros, so the compute
+//! loop never tests bounds.
+//!
+//! ## Pipeline
+//! - **sm_80 and newer** (`ASYNC`): `cp.async` copies global memory straight into shared memory
+//!   without passing through registers. `STAGES` buffers form a ring: while the block computes
+//!   on stage `s`, the copies for the next `STAGES-1` k-steps are in flight. One barrier per
+//!   k-step both publishes the stage that just arrived and frees the stage that was consumed.
+//! - **sm_70 / sm_75**: two shared buffers; the next k-step's global loads go into registers
+//!   before the current step is computed and are stored to the other buffer after it, so global
+//!   latency hides behind the FMAs.
+//!
+//! ## Epilogue and batches
+//! Each thread scales its accumulators by alpha, adds `beta · C` (not reading C at all when
+//! beta is 0), and writes with 16-byte stores where C is aligned and the four columns are in
+//! range. `blockIdx.x` is the tile index (rasterized in groups of `RASTER_GROUP_M` tile-rows so
+//! co-running blocks share A and B in L2); `blockIdx.z` strides over the batch, so any batch
+//! count runs in one launch.
+
+use super::ptx::{
+    opaque, block_idx_x, block_idx_z, cp_async_16, cp_async_4, cp_async_commit, cp_async_wait, dynamic_smem, fma,
+    grid_dim_z, shared_address, sync_threads, thread_idx_x,
+};
+use super::BUILD_CONFIG;
+use crate::sgemm_config::{sgemm_config, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD};
+use crate::sgemm_flags::{A_K_CONTIGUOUS, A_VECTOR, BETA_ZERO, B_K_CONTIGUOUS, B_VECTOR, C_VECTOR};
+
+const PAD: usize = SMEM_ROW_PAD as usize;
+
+/// Four floats read or written as one 16-byte access (`ld.v4.f32` / `st.v4.f32`).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Float4([f32; 4]);
+
+/// The canonical problem of one launch (see the module docs).
+#[derive(Clone, Copy)]
+struct Problem {
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    m: u32,
+    n: u32,
+    k: u32,
+    lda: u64,
+    ldb: u64,
+    ldc: u64,
+    stride_a: u64,
+    stride_b: u64,
+    stride_c: u64,
+    batch: u32,
+    flags: u32,
+    alpha: f32,
+    beta: f32,
+}
+
+/// How one thread copies its units of one operand tile (`MN × BK`, MN = BM for A, BN for B).
+/// Rebuilt at every k-step (see `copies` in `sgemm`); cheap integer arithmetic.
+#[derive(Clone, Copy)]
+struct OperandCopy {
+    /// Global address of this thread's first unit at k = 0.
+    first: *const f32,
+    /// Global elements from one of this thread's units to the next.
+    unit_step: u64,
+    /// Global elements per unit of k.
+    k_step: u64,
+    /// Byte offset of the first unit inside a stage's slice, and from one unit to the next.
+    smem_first: u32,
+    smem_unit_step: u32,
+    /// k index (inside the k-step) of the first unit, and its increase from unit to unit.
+    kk_first: u32,
+    kk_unit_step: u32,
+    /// Bit i set: unit i's row/column lies inside the matrix (scalar units).
+    mn_mask: u32,
+    /// Bytes of a 16-byte unit that lie inside the matrix (vector units; 0..=16).
+    mn_bytes: u32,
+    vector: bool,
+}
+
+impl OperandCopy {
+    /// `MN`: tile extent along m (or n); `mn0`: where the tile starts; `mn_total`: m (or n).
+    #[inline(always)]
+    fn new<const MN: usize, const BK: usize, const NT: usize>(
+        base: *const f32,
+        ld: u64,
+        k_contiguous: bool,
+        vector: bool,
+        mn0: u32,
+        mn_total: u32,
+        tid: u32,
+    ) -> OperandCopy {
+        let row_floats = (MN + PAD) as u32;
+        let mn_left = mn_total - mn0;
+        if k_contiguous {
+            // Unit i: row mn_t + i·(NT/BK), column kk_t. Lanes take consecutive k.
+            let kk_t = tid % BK as u32;
+            let mn_t = tid / BK as u32;
+            let rows_step = (NT / BK) as u32;
+            let mut mask = 0u32;
+            let units = MN * BK / NT;
+            for i in 0..units {
+                if mn_t + i as u32 * rows_step < mn_left {
+                    mask |= 1 << i;
+                }
+            }
+            OperandCopy {
+                first: base.wrapping_add(((mn0 + mn_t) as u64 * ld + kk_t as u64) as usize),
+                unit_step: rows_step as u64 * ld,
+                k_step: 1,
+                smem_first: (kk_t * row_floats + mn_t) * 4,
+                smem_unit_step: rows_step * 4,
+                kk_first: kk_t,
+                kk_unit_step: 0,
+                mn_mask: mask,
+                mn_bytes: 0,
+                vector: false,
+            }
+        } else if vector {
+            // Unit i: four consecutive m (or n) starting at 4·v_t, row kk_t + i·(NT/(MN/4)).
+            let per_row = (MN / 4) as u32;
+            let v_t = tid % per_row;
+            let kk_t = tid / per_row;
+            let k_rows = NT as u32 / per_row;
+            let inside = mn_left.saturating_sub(4 * v_t);
+            OperandCopy {
+                first: base.wrapping_add((kk_t as u64 * ld + (mn0 + 4 * v_t) as u64) as usize),
+                unit_step: k_rows as u64 * ld,
+                k_step: ld,
+                smem_first: (kk_t * row_floats + 4 * v_t) * 4,
+                smem_unit_step: k_rows * row_floats * 4,
+                kk_first: kk_t,
+                kk_unit_step: k_rows,
+                mn_mask: 0,
+                mn_bytes: if inside >= 4 { 16 } else { inside * 4 },
+                vector: true,
+            }
+        } else {
+            // Unit i: one float at column mn_t, row kk_t + i·(NT/MN).
+            let mn_t = tid % MN as u32;
+            let kk_t = tid / MN as u32;
+            let k_rows = (NT / MN) as u32;
+            OperandCopy {
+                first: base.wrapping_add((kk_t as u64 * ld + (mn0 + mn_t) as u64) as usize),
+                unit_step: k_rows as u64 * ld,
+                k_step: ld,
+                smem_first: (kk_t * row_floats + mn_t) * 4,
+                smem_unit_step: k_rows * row_floats * 4,
+                kk_first: kk_t,
+                kk_unit_step: k_rows,
+                mn_mask: if mn_t < mn_left { u32::MAX } else { 0 },
+                mn_bytes: 0,
+                vector: false,
+            }
+        }
+    }
+
+    /// Global address of unit `i` for the k-step starting at `k0`.
+    #[inline(always)]
+    fn global(&self, i: usize, k0: u32) -> *const f32 {
+        self.first.wrapping_add((i as u64 * self.unit_step + k0 as u64 * self.k_step) as usize)
+    }
+
+    /// Issues this thread's `cp.async` copies of the k-step at `k0` into the stage whose slice
+    /// of this operand starts at shared address `stage`.
+    #[inline(always)]
+    unsafe fn issue_async<const MN: usize, const BK: usize, const NT: usize>(&self, stage: u32, k0: u32, k_total: u32) {
+        let c = self;
+        if c.vector {
+            for i in 0..MN * BK / (4 * NT) {
+                let kk = c.kk_first + i as u32 * c.kk_unit_step;
+                let bytes = if k0 + kk < k_total { c.mn_bytes } else { 0 };
+                // A zero-byte copy still needs a valid 16-byte aligned address: use the first.
+                let src = if bytes > 0 { c.global(i, k0) } else { c.first };
+                cp_async_16(stage + c.smem_first + i as u32 * c.smem_unit_step, src, bytes);
+            }
+        } else {
+            for i in 0..MN * BK / NT {
+                let kk = c.kk_first + i as u32 * c.kk_unit_step;
+                let inside = k0 + kk < k_total && (c.mn_mask >> i) & 1 != 0;
+                let src = if inside { c.global(i, k0) } else { c.first };
+                cp_async_4(stage + c.smem_first + i as u32 * c.smem_unit_step, src, if inside { 4 } else { 0 });
+            }
+        }
+    }
+
+    /// Loads this thread's units of the k-step at `k0` into registers (zeros outside).
+    #[inline(always)]
+    unsafe fn load<const MN: usize, const BK: usize, const NT: usize, const E: usize>(&self, k0: u32, k_total: u32) -> [f32; E] {
+        let c = self;
+        let mut regs = [0.0f32; E];
+        if c.vector {
+            for i in 0..E / 4 {
+                let kk = c.kk_first + i as u32 * c.kk_unit_step;
+                if k0 + kk < k_total {
+                    let src = c.global(i, k0);
+                    if c.mn_bytes == 16 {
+                        let v = *(src as *const Float4);
+                        regs[4 * i..4 * i + 4].copy_from_slice(&v.0);
+                    } else {
+                        for e in 0..4 {
+                            if (e as u32) * 4 < c.mn_bytes {
+                                regs[4 * i + e] = *src.add(e);
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            for (i, r) in regs.iter_mut().enumerate() {
+                let kk = c.kk_first + i as u32 * c.kk_unit_step;
+                if k0 + kk < k_total && (c.mn_mask >> i) & 1 != 0 {
+                    *r = *c.global(i, k0);
+                }
+            }
+        }
+        regs
+    }
+
+    /// Stores registers from [`load`](Self::load) into a stage's slice at `stage`.
+    #[inline(always)]
+    unsafe fn store<const E: usize>(&self, stage: *mut f32, regs: &[f32; E]) {
+        let base = stage.byte_add(self.smem_first as usize);
+        if self.vector {
+            for i in 0..E / 4 {
+                let dst = base.byte_add(i * self.smem_unit_step as usize) as *mut Float4;
+                *dst = Float4([regs[4 * i], regs[4 * i + 1], regs[4 * i + 2], regs[4 * i + 3]]);
+            }
+        } else {
+            for (i, r) in regs.iter().enumerate() {
+                *base.byte_add(i * self.smem_unit_step as usize) = *r;
+            }
+        }
+    }
+}
+
+/// One k-step of FMAs on a stage: `acc += As[kk][rows] ⊗ Bs[kk][cols]` for kk in 0..BK.
+/// `a_row`/`b_col` point at the thread's first element in the stage's kk = 0 row.
+#[inline(always)]
+unsafe fn compute_stage<const BM: usize, const BN: usize, const BK: usize, const TM: usize, const TN: usize, const LM: usize>(
+    a_first: *const f32,
+    b_first: *const f32,
+    acc: &mut [[f32; TN]; TM],
+) {
+    let ln = 32 / LM;
+    for kk in 0..BK {
+        let a_row = a_first.add(kk * (BM + PAD));
+        let b_row = b_first.add(kk * (BN + PAD));
+        let mut a = [0.0f32; TM];
+        let mut b = [0.0f32; TN];
+        for i in 0..TM / 4 {
+            let v = *(a_row.add(i * LM * 4) as *const Float4);
+            a[4 * i..4 * i + 4].copy_from_slice(&v.0);
+        }
+        for j in 0..TN / 4 {
+            let v = *(b_row.add(j * ln * 4) as *const Float4);
+            b[4 * j..4 * j + 4].copy_from_slice(&v.0);
+        }
+        for x in 0..TM {
+            for y in 0..TN {
+                acc[x][y] = fma(a[x], b[y], acc[x][y]);
+            }
+        }
+    }
+}
+
+/// The kernel body, monomorphized per variant by [`sgemm_entry!`]. `EA`/`EB`: floats of A/B
+/// each thread stages per k-step (the register buffer of the pre-sm_80 pipeline).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgemm<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const TM: usize,
+    const TN: usize,
+    const LM: usize,
+    const STAGES: usize,
+    const ASYNC: bool,
+    const NT: usize,
+    const EA: usize,
+    const EB: usize,
+>(
+    p: &Problem,
+) {
+    let ln = 32 / LM;
+    let tid = thread_idx_x();
+
+    // Which C tile: grouped rasterization of the linear block index.
+    let tiles_m = p.m.div_ceil(BM as u32);
+    let tiles_n = p.n.div_ceil(BN as u32);
+    let pid = block_idx_x();
+    // (`max(1)`: the host never launches an empty grid; this only spares a division check.)
+    let group_width = (RASTER_GROUP_M * tiles_n).max(1);
+    let first_m = pid / group_width * RASTER_GROUP_M;
+    let group_rows = (tiles_m - first_m).clamp(1, RASTER_GROUP_M);
+    let tile_m = first_m + (pid % group_width) % group_rows;
+    let tile_n = (pid % group_width) / group_rows;
+    let m0 = tile_m * BM as u32;
+    let n0 = tile_n * BN as u32;
+
+    // Where this thread's accumulators sit inside the block tile.
+    let warp = tid as usize / 32;
+    let lane = tid as usize % 32;
+    let warps_n = BN / (ln * TN);
+    let warp_m0 = (warp / warps_n) * (LM * TM);
+    let warp_n0 = (warp % warps_n) * (ln * TN);
+    let lane_m = lane / ln;
+    let lane_n = lane % ln;
+    let row0 = warp_m0 + lane_m * 4; // + i·LM·4 + r
+    let col0 = warp_n0 + lane_n * 4; // + j·LN·4 + c
+
+    // Shared memory: STAGES × (A slice, B slice).
+    let smem = dynamic_smem();
+    let a_stage_floats = BK * (BM + PAD);
+    let stage_floats = a_stage_floats + BK * (BN + PAD);
+
+    let flags = p.flags;
+    let k_iters = p.k.div_ceil(BK as u32);
+
+    let mut batch = block_idx_z();
+    while batch < p.batch {
+        let a_base = p.a.wrapping_add((batch as u64 * p.stride_a) as usize);
+        let b_base = p.b.wrapping_add((batch as u64 * p.stride_b) as usize);
+        // The copy plans of A and B. They are rebuilt at every k-step from
+        // inputs hidden by `opaque`, so their dozen integer fields per operand are recomputed
+        // there (a few instructions per 512+ FMAs) instead of being hoisted out of the main
+        // loop, where they would hold registers the accumulators need.
+        let copies = || {
+            (
+                OperandCopy::new::<BM, BK, NT>(opaque(a_base), p.lda, flags & A_K_CONTIGUOUS != 0, flags & A_VECTOR != 0, opaque(m0), p.m, tid),
+                OperandCopy::new::<BN, BK, NT>(opaque(b_base), p.ldb, flags & B_K_CONTIGUOUS != 0, flags & B_VECTOR != 0, opaque(n0), p.n, tid),
+            )
+        };
+
+        let mut acc = [[0.0f32; TN]; TM];
+        if ASYNC {
+            let smem_addr = shared_address(smem);
+            let stage_bytes = (stage_floats * 4) as u32;
+            let a_bytes = (a_stage_floats * 4) as u32;
+            // Prologue: k-steps 0..STAGES-1 in flight, one commit group each (empty groups
+            // keep the count uniform when k is short).
+            for s in 0..STAGES - 1 {
+                if (s as u32) < k_iters {
+                    let stage = smem_addr + s as u32 * stage_bytes;
+                    let (a_copy, b_copy) = copies();
+                    a_copy.issue_async::<BM, BK, NT>(stage, s as u32 * BK as u32, p.k);
+                    b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, s as u32 * BK as u32, p.k);
+                }
+                cp_async_commit();
+            }
+            let mut read_stage = 0usize;
+            let mut write_stage = STAGES - 1;
+            for kt in 0..k_iters {
+                // Step kt's group has landed for this thread; the barrier makes every thread's
+                // copies visible and proves all threads finished step kt-1, whose stage is the
+                // one refilled next.
+                cp_async_wait(STAGES - 2);
+                sync_threads();
+                let next = kt + STAGES as u32 - 1;
+                if next < k_iters {
+                    let stage = smem_addr + write_stage as u32 * stage_bytes;
+                    let (a_copy, b_copy) = copies();
+                    a_copy.issue_async::<BM, BK, NT>(stage, next * BK as u32, p.k);
+                    b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, next * BK as u32, p.k);
+                }
+                cp_async_commit();
+                let a_stage = smem.add(read_stage * stage_floats);
+                compute_stage::<BM, BN, BK, TM, TN, LM>(a_stage.add(row0), a_stage.add(a_stage_floats + col0), &mut acc);
+                read_stage = if read_stage + 1 == STAGES { 0 } else { read_stage + 1 };
+                write_stage = if write_stage + 1 == STAGES { 0 } else { write_stage + 1 };
+            }
+            cp_async_wait(0);
+        } else {
+            if k_iters > 0 {
+                let (a_copy, b_copy) = copies();
+                let a_regs = a_copy.load::<BM, BK, NT, EA>(0, p.k);
+                let b_regs = b_copy.load::<BN, BK, NT, EB>(0, p.k);
+                a_copy.store::<EA>(smem, &a_regs);
+                b_copy.store::<EB>(smem.add(a_stage_floats), &b_regs);
+            }
+            sync_threads();
+            for kt in 0..k_iters {
+                let current = smem.add((kt as usize & 1) * stage_floats);
+                let other = smem.add((!kt as usize & 1) * stage_floats);
+                let has_next = kt + 1 < k_iters;
+                let k_next = (kt + 1) * BK as u32;
+                let mut a_regs = [0.0f32; EA];
+                let mut b_regs = [0.0f32; EB];
+                let (a_copy, b_copy) = copies();
+                if has_next {
+                    a_regs = a_copy.load::<BM, BK, NT, EA>(k_next, p.k);
+                    b_regs = b_copy.load::<BN, BK, NT, EB>(k_next, p.k);
+                }
+                compute_stage::<BM, BN, BK, TM, TN, LM>(current.add(row0), current.add(a_stage_floats + col0), &mut acc);
+                if has_next {
+                    // Rebuilt rather than kept: keeping the plans live across the FMAs costs
+                    // registers.
+                    let (a_copy, b_copy) = copies();
+                    a_copy.store::<EA>(other, &a_regs);
+                    b_copy.store::<EB>(other.add(a_stage_floats), &b_regs);
+                }
+                sync_threads();
+            }
+        }
+
+        // Epilogue: C = alpha·acc + beta·C, bounds-checked, 16-byte where possible. Its
+        // indices go through `opaque` so that they are computed here, after the main loop,
+        // rather than before it, where they would occupy registers through the whole loop.
+        let (row0, col0) = (opaque(row0 as u32) as usize, opaque(col0 as u32) as usize);
+        let (m0, n0) = (opaque(m0), opaque(n0));
+        let c_base = p.c.wrapping_add((batch as u64 * p.stride_c) as usize);
+        let beta_zero = flags & BETA_ZERO != 0;
+        let c_vector = flags & C_VECTOR != 0;
+        for i in 0..TM / 4 {
+            for r in 0..4 {
+                let row = m0 + (row0 + i * LM * 4 + r) as u32;
+                if row >= p.m {
+                    continue;
+                }
+                let c_row = c_base.wrapping_add((row as u64 * p.ldc) as usize);
+                for j in 0..TN / 4 {
+                    let col = n0 + (col0 + j * ln * 4) as u32;
+                    let mut out = [0.0f32; 4];
+                    for e in 0..4 {
+                        out[e] = p.alpha * acc[4 * i + r][4 * j + e];
+                    }
+                    let dst = c_row.wrapping_add(col as usize);
+                    if c_vector && col + 4 <= p.n {
+                        if !beta_zero {
+                            let old = *(dst as *const Float4);
+                            for e in 0..4 {
+                                out[e] = fma(p.beta, old.0[e], out[e]);
+                            }
+                        }
+                        *(dst as *mut Float4) = Float4(out);
+                    } else {
+                        for (e, v) in out.iter().enumerate() {
+                            if col + (e as u32) < p.n {
+                                let d = dst.add(e);
+                                *d = if beta_zero { *v } else { fma(p.beta, *d, *v) };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        batch += grid_dim_z();
+        if batch < p.batch {
+            // The next batch refills shared memory that slow threads may still be reading.
+            sync_threads();
+        }
+    }
+}
+
+/// Defines the PTX entry point of one variant with this build's config row.
+macro_rules! sgemm_entry {
+    ($name:ident, $variant:expr) => {
+        /// SGEMM entry point (see the module docs). Arguments are validated by the host.
+        ///
+        /// # Safety
+        /// Every pointer must cover the elements the canonical problem addresses.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            a: *const f32,
+            b: *const f32,
+            c: *mut f32,
+            m: u32,
+            n: u32,
+            k: u32,
+            lda: u64,
+            ldb: u64,
+            ldc: u64,
+            stride_a: u64,
+            stride_b: u64,
+            stride_c: u64,
+            batch: u32,
+            flags: u32,
+            alpha: f32,
+            beta: f32,
+        ) {
+            const T: SgemmTile = sgemm_config(BUILD_CONFIG).tile($variant);
+            const ASYNC: bool = BUILD_CONFIG.limits().has_cp_async;
+            let problem = Problem { a, b, c, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch, flags, alpha, beta };
+            sgemm::<
+                { T.bm as usize },
+                { T.bn as usize },
+                { T.bk as usize },
+                { T.tm as usize },
+                { T.tn as usize },
+                { T.lanes_m as usize },
+                { T.stages as usize },
+                ASYNC,
+                { T.threads() as usize },
+                { T.a_elems_per_thread() as usize },
+                { T.b_elems_per_thread() as usize },
+            >(&problem)
+        }
+    };
+}
+
+sgemm_entry!(cukernels_sgemm_huge, SgemmVariant::Huge);
+sgemm_entry!(cukernels_sgemm_large, SgemmVariant::Large);
+sgemm_entry!(cukernels_sgemm_medium, SgemmVariant::Medium);
+sgemm_entry!(cukernels_sgemm_small, SgemmVariant::Small);
+sgemm_entry!(cukernels_sgemm_skinny, SgemmVariant::Skinny);

@@ -1,0 +1,44 @@
+//! # cukernels-gpu: the device side of cukernels
+//!
+//! This crate compiles twice:
+//! - for the host (any target): the plain types and per-architecture config tables
+//!   ([`arch`], [`sgemm_config`]) that the host crate reads to validate and launch;
+//! - for `nvptx64-nvidia-cuda` (by `host/build.rs`, once per architecture, with
+//!   `--cfg cukernels_config="sm_XX"` naming the config row): the kernels themselves, in
+//!   [`device`] (not compiled for the host).
+//!
+//! One source for both sides means the tile sizes the host launches with are, by construction,
+//! the tile sizes the kernels were compiled with.
+#![no_std]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem)
+)]
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+
+pub mod arch;
+pub mod sgemm_config;
+
+#[cfg(target_arch = "nvptx64")]
+pub mod device;
+
+pub use arch::{Arch, ArchLimits};
+pub use sgemm_config::{sgemm_config, SgemmArchConfig, SgemmTile, SgemmVariant, SGEMM_CONFIGS};
+
+/// Bits of the `flags` argument of every SGEMM entry point. The kernel always computes a
+/// row-major C (`C[i*ldc + j]`); the host maps column-major and transposed problems onto this
+/// canonical form, and these bits say how A and B are laid out in that form.
+pub mod sgemm_flags {
+    /// A's element (i, p) is at `a[i*lda + p]` (k-contiguous); otherwise at `a[p*lda + i]`.
+    pub const A_K_CONTIGUOUS: u32 = 1 << 0;
+    /// B's element (p, j) is at `b[j*ldb + p]` (k-contiguous); otherwise at `b[p*ldb + j]`.
+    pub const B_K_CONTIGUOUS: u32 = 1 << 1;
+    /// A's base, lda and batch stride are multiples of 4 floats (16 bytes): 16-byte copies.
+    pub const A_VECTOR: u32 = 1 << 2;
+    /// Same for B.
+    pub const B_VECTOR: u32 = 1 << 3;
+    /// Same for C: 16-byte stores and loads in the epilogue.
+    pub const C_VECTOR: u32 = 1 << 4;
+    /// beta == 0: C is written without being read (NaN in C must not leak).
+    pub const BETA_ZERO: u32 = 1 << 5;
+}

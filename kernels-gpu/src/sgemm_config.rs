@@ -1,0 +1,366 @@
+//! SGEMM tile configurations: one row per architecture, fixed at compile time, read by both the
+//! device build (which instantiates one kernel per variant) and the host (which launches them
+//! and checks resources). Every row is checked against its architecture's limits by a `const`
+//! assertion at the bottom of this file, so a config that cannot fit does not compile.
+//!
+//! # Vocabulary
+//! - **Block tile** `bm × bn`: the part of C one thread block computes; it walks k in steps of
+//!   `bk`, staging a `bk × bm` slice of A and a `bk × bn` slice of B in shared memory.
+//! - **Thread tile** `tm × tn`: the accumulators one thread holds in registers, made of
+//!   `(tm/4) × (tn/4)` sub-tiles of 4×4, so that every shared-memory read is one 16-byte vector.
+//! - **Warp tile**: the 32 lanes of a warp form a `lanes_m × (32/lanes_m)` grid of thread tiles,
+//!   so a warp covers `(lanes_m·tm) × ((32/lanes_m)·tn)`.
+//! - **Stages**: shared-memory buffers in flight. With `cp.async` (sm_80+) loads for `stages-1`
+//!   future k-steps are in flight while one is computed; without it (sm_70, sm_75) the kernel
+//!   double-buffers through registers and `stages` must be 2.
+//! - **Blocks per SM**: the occupancy the config was designed for. It becomes a launch bound
+//!   (`.maxntid` / `.minnctapersm` in the PTX), so ptxas caps registers to make it possible, and
+//!   the CI checks that it did so without spilling.
+
+use crate::arch::{Arch, ArchLimits};
+
+/// Padding (in floats) added to every shared-memory row. Rows stay 16-byte aligned (vector
+/// reads), and the transposing 4-byte stores of a k-contiguous operand spread over more banks.
+pub const SMEM_ROW_PAD: u32 = 4;
+
+/// Thread blocks are rasterized in groups of this many tile-rows, so that blocks running at the
+/// same time share rows of A and columns of B in L2.
+pub const RASTER_GROUP_M: u32 = 8;
+
+/// One SGEMM kernel variant's tile shape and pipeline depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SgemmTile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub tm: u32,
+    pub tn: u32,
+    pub lanes_m: u32,
+    pub stages: u32,
+    pub blocks_per_sm: u32,
+}
+
+/// The kernel variants every architecture provides. Each becomes one PTX entry point,
+/// `cukernels_sgemm_<name>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SgemmVariant {
+    /// Biggest tile: most FLOPs per shared-memory byte; for large problems that fill the GPU.
+    Huge,
+    /// The workhorse for mid-size and large problems.
+    Large,
+    /// For problems whose large-tile grid would leave SMs idle, and for batched mid-size GEMMs.
+    Medium,
+    /// For small matrices (batched 64³ and the like).
+    Small,
+    /// For very few rows of C (m ≤ 16): a memory-bound, GEMV-like shape.
+    Skinny,
+}
+
+impl SgemmVariant {
+    pub const ALL: [SgemmVariant; 5] = [
+        SgemmVariant::Huge,
+        SgemmVariant::Large,
+        SgemmVariant::Medium,
+        SgemmVariant::Small,
+        SgemmVariant::Skinny,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            SgemmVariant::Huge => "huge",
+            SgemmVariant::Large => "large",
+            SgemmVariant::Medium => "medium",
+            SgemmVariant::Small => "small",
+            SgemmVariant::Skinny => "skinny",
+        }
+    }
+
+    /// The PTX entry point of this variant.
+    pub const fn entry_point(self) -> &'static str {
+        match self {
+            SgemmVariant::Huge => "cukernels_sgemm_huge",
+            SgemmVariant::Large => "cukernels_sgemm_large",
+            SgemmVariant::Medium => "cukernels_sgemm_medium",
+            SgemmVariant::Small => "cukernels_sgemm_small",
+            SgemmVariant::Skinny => "cukernels_sgemm_skinny",
+        }
+    }
+}
+
+/// One architecture's row of the SGEMM table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SgemmArchConfig {
+    pub arch: Arch,
+    pub huge: SgemmTile,
+    pub large: SgemmTile,
+    pub medium: SgemmTile,
+    pub small: SgemmTile,
+    pub skinny: SgemmTile,
+}
+
+impl SgemmArchConfig {
+    pub const fn tile(&self, variant: SgemmVariant) -> SgemmTile {
+        match variant {
+            SgemmVariant::Huge => self.huge,
+            SgemmVariant::Large => self.large,
+            SgemmVariant::Medium => self.medium,
+            SgemmVariant::Small => self.small,
+            SgemmVariant::Skinny => self.skinny,
+        }
+    }
+}
+
+impl SgemmTile {
+    /// Threads per block: one per thread tile.
+    pub const fn threads(&self) -> u32 {
+        (self.bm / self.tm) * (self.bn / self.tn)
+    }
+    pub const fn lanes_n(&self) -> u32 {
+        32 / self.lanes_m
+    }
+    pub const fn warp_tile_m(&self) -> u32 {
+        self.lanes_m * self.tm
+    }
+    pub const fn warp_tile_n(&self) -> u32 {
+        self.lanes_n() * self.tn
+    }
+    /// Dynamic shared memory of one block, in bytes: `stages` copies of the A and B slices.
+    pub const fn smem_bytes(&self) -> u32 {
+        self.stages * self.bk * ((self.bm + SMEM_ROW_PAD) + (self.bn + SMEM_ROW_PAD)) * 4
+    }
+    /// Floats of A (resp. B) each thread moves per k-step; also the size of the register
+    /// staging buffer of the double-buffered (pre-sm_80) pipeline.
+    pub const fn a_elems_per_thread(&self) -> u32 {
+        self.bm * self.bk / self.threads()
+    }
+    pub const fn b_elems_per_thread(&self) -> u32 {
+        self.bn * self.bk / self.threads()
+    }
+
+    /// Registers per thread that still allow `blocks_per_sm` resident blocks: registers are
+    /// given to warps in units of 256 (8 per thread), hence the rounding down to a multiple of 8.
+    pub const fn register_budget(&self, limits: &ArchLimits) -> u32 {
+        let per_thread = limits.regs_per_sm / (self.threads() * self.blocks_per_sm);
+        let rounded = per_thread / 8 * 8;
+        if rounded > limits.max_regs_per_thread {
+            limits.max_regs_per_thread
+        } else {
+            rounded
+        }
+    }
+
+    /// Resident blocks per SM that shared memory alone allows.
+    pub const fn blocks_by_smem(&self, limits: &ArchLimits) -> u32 {
+        limits.smem_per_sm / (self.smem_bytes() + limits.reserved_smem_per_block)
+    }
+
+    /// Checks this tile against the kernel's structural rules and the architecture's limits.
+    /// `const` so that the table below fails to compile when a row is wrong.
+    pub const fn check(&self, arch: Arch) -> Result<(), &'static str> {
+        let l = arch.limits();
+        let t = self.threads();
+        if self.tm % 4 != 0 || self.tn % 4 != 0 || self.tm == 0 || self.tn == 0 {
+            return Err("thread tile must be made of 4x4 sub-tiles");
+        }
+        if !matches!(self.lanes_m, 1 | 2 | 4 | 8 | 16 | 32) {
+            return Err("lanes_m must divide 32");
+        }
+        if self.bm % self.warp_tile_m() != 0 || self.bn % self.warp_tile_n() != 0 {
+            return Err("block tile must be a whole number of warp tiles");
+        }
+        if t % 32 != 0 || t > 1024 {
+            return Err("threads per block must be a multiple of 32 and at most 1024");
+        }
+        if self.bk % 4 != 0 || self.bk == 0 {
+            return Err("bk must be a multiple of 4");
+        }
+        // Loader rules (see sgemm.rs, "Loading a tile"): every thread moves the same number of
+        // copy units per k-step, and each thread's units share one row or column index, so
+        // their addresses are one base plus a constant step.
+        if (self.bm * self.bk) % (4 * t) != 0 || (self.bn * self.bk) % (4 * t) != 0 {
+            return Err("each thread must copy whole 16-byte vectors of A and B per k-step");
+        }
+        if t % self.bk != 0 || t % self.bm != 0 || t % self.bn != 0 {
+            return Err("threads per block must be a multiple of bk, bm and bn");
+        }
+        if t % (self.bm / 4) != 0 || t % (self.bn / 4) != 0 {
+            return Err("threads per block must be a multiple of bm/4 and bn/4");
+        }
+        if l.has_cp_async {
+            if self.stages < 2 {
+                return Err("a cp.async pipeline needs at least 2 stages");
+            }
+        } else if self.stages != 2 {
+            return Err("without cp.async the pipeline is a register double buffer: stages = 2");
+        }
+        if self.smem_bytes() > l.max_smem_per_block {
+            return Err("shared memory exceeds the architecture's per-block limit");
+        }
+        if self.blocks_per_sm == 0 || self.blocks_per_sm > l.max_blocks_per_sm {
+            return Err("blocks_per_sm out of range");
+        }
+        if t * self.blocks_per_sm > l.max_threads_per_sm {
+            return Err("blocks_per_sm x threads exceeds the threads an SM can hold");
+        }
+        if self.blocks_by_smem(&l) < self.blocks_per_sm {
+            return Err("blocks_per_sm x shared memory exceeds the SM's shared memory");
+        }
+        if self.register_budget(&l) < 64 {
+            return Err("register budget below 64 per thread: the accumulators would spill");
+        }
+        if self.tm * self.tn + 24 > self.register_budget(&l) {
+            return Err("accumulators alone exceed the register budget");
+        }
+        Ok(())
+    }
+}
+
+const fn tile(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32, lanes_m: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
+    SgemmTile { bm, bn, bk, tm, tn, lanes_m, stages, blocks_per_sm }
+}
+
+// Tiles shared by several rows. Each row below says why it takes what it takes.
+
+/// 128×256, 8×16 per thread (128 accumulators), 256 threads, one block per SM: the highest
+/// FFMA-to-shared-load ratio (6 vector loads per 128 FMAs), for problems large enough to fill
+/// every SM with a single block.
+const fn huge(bk: u32, stages: u32) -> SgemmTile {
+    tile(128, 256, bk, 8, 16, 4, stages, 1)
+}
+/// 128×128, 8×8 per thread, 256 threads, two blocks per SM (128 registers a thread): while one
+/// block waits at its barrier the other computes.
+const fn large(bk: u32, stages: u32) -> SgemmTile {
+    tile(128, 128, bk, 8, 8, 4, stages, 2)
+}
+/// 64×64, 8×8 per thread, 64 threads: four times as many blocks as `large` for mid-size and
+/// batched problems.
+const fn medium(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
+    tile(64, 64, bk, 8, 8, 4, stages, blocks_per_sm)
+}
+/// 32×32, 4×4 per thread, 64 threads: for 64×64-sized matrices in large batches.
+const fn small(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
+    tile(32, 32, bk, 4, 4, 4, stages, blocks_per_sm)
+}
+/// 16×64, 4×4 per thread, 64 threads, deep k-steps: m ≤ 16 is memory-bound on B, so what
+/// matters is many blocks with many bytes in flight.
+const fn skinny(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
+    tile(16, 64, bk, 4, 4, 4, stages, blocks_per_sm)
+}
+
+/// The SGEMM table, one row per architecture, in [`Arch::ALL`] order.
+pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
+    // sm_70 (V100): no cp.async, so register double-buffering (stages = 2). 96 KB of shared
+    // memory and 2048 threads per SM: two 256-thread `large` blocks (17 KB each at bk = 8) fit
+    // with room; bk = 8 keeps the register staging buffer at 4 floats per operand. Small-tile
+    // occupancy is bounded by shared memory: 4 `medium` blocks of 17 KB, 8 `small` of 9 KB.
+    SgemmArchConfig {
+        arch: Arch::Sm70,
+        huge: huge(8, 2),
+        large: large(8, 2),
+        medium: medium(16, 2, 4),
+        small: small(16, 2, 8),
+        skinny: skinny(32, 2, 4),
+    },
+    // sm_75 (T4): no cp.async; only 64 KB of shared memory and 1024 threads per SM, so at most
+    // 4 blocks of 256 threads: `large` at two blocks (128 registers each) is the sweet spot;
+    // small tiles are limited by the 16-blocks-per-SM cap.
+    SgemmArchConfig {
+        arch: Arch::Sm75,
+        huge: huge(8, 2),
+        large: large(8, 2),
+        medium: medium(16, 2, 3),
+        small: small(16, 2, 6),
+        skinny: skinny(32, 2, 2),
+    },
+    // sm_80 (A100): cp.async, 164 KB per SM. `large` with 4 stages of bk = 16 takes 68 KB, so
+    // two blocks fit (136 KB); deeper pipelines hide A100's longer HBM latency.
+    SgemmArchConfig {
+        arch: Arch::Sm80,
+        huge: huge(16, 3),
+        large: large(16, 4),
+        medium: medium(16, 4, 4),
+        small: small(16, 4, 8),
+        skinny: skinny(32, 4, 3),
+    },
+    // sm_86 (RTX 30 / A10): only 100 KB of shared memory and 1536 threads per SM. Two `large`
+    // blocks must share 100 KB, so 3 stages of bk = 8 (25 KB each).
+    SgemmArchConfig {
+        arch: Arch::Sm86,
+        huge: huge(16, 3),
+        large: large(8, 3),
+        medium: medium(16, 3, 3),
+        small: small(16, 3, 6),
+        skinny: skinny(32, 3, 2),
+    },
+    // sm_89 (RTX 40 / L4 / L40): same shared-memory and thread budget as sm_86, and the same
+    // 128 FP32 lanes per SM, so the same tiles.
+    SgemmArchConfig {
+        arch: Arch::Sm89,
+        huge: huge(16, 3),
+        large: large(8, 3),
+        medium: medium(16, 3, 3),
+        small: small(16, 3, 6),
+        skinny: skinny(32, 3, 2),
+    },
+    // sm_90 (H100 / H200): 228 KB per SM, 132 SMs. Deep pipelines are affordable: `large`
+    // keeps 4 stages (68 KB) at two blocks per SM; `skinny` keeps 6 stages of 32-deep k-steps
+    // in flight per block (66 KB, three blocks per SM) to stream B at HBM3e rates.
+    SgemmArchConfig {
+        arch: Arch::Sm90,
+        huge: huge(16, 3),
+        large: large(16, 4),
+        medium: medium(16, 4, 6),
+        small: small(16, 4, 8),
+        skinny: skinny(32, 6, 3),
+    },
+    // sm_100 (B200): same shared memory, thread and register budget per SM as sm_90, and the
+    // same FP32 path, so the sm_90 tiles (not yet measured on a B200).
+    SgemmArchConfig {
+        arch: Arch::Sm100,
+        huge: huge(16, 3),
+        large: large(16, 4),
+        medium: medium(16, 4, 6),
+        small: small(16, 4, 8),
+        skinny: skinny(32, 6, 3),
+    },
+    // sm_120 (RTX 50): the sm_86/89 budget (100 KB, 1536 threads). The field report on cuBLAS
+    // reaching 68% of FMA throughput there asks for a row of its own: same budget reasoning as
+    // sm_89, with 3-stage bk = 8 for `large`.
+    SgemmArchConfig {
+        arch: Arch::Sm120,
+        huge: huge(16, 3),
+        large: large(8, 3),
+        medium: medium(16, 3, 3),
+        small: small(16, 3, 6),
+        skinny: skinny(32, 3, 2),
+    },
+];
+
+/// The SGEMM row of one architecture.
+pub const fn sgemm_config(arch: Arch) -> &'static SgemmArchConfig {
+    let mut i = 0;
+    while i < SGEMM_CONFIGS.len() {
+        if SGEMM_CONFIGS[i].arch as u8 == arch as u8 {
+            return &SGEMM_CONFIGS[i];
+        }
+        i += 1;
+    }
+    panic!("every architecture has an SGEMM row")
+}
+
+// Compile-time proof that every row fits its architecture and sits at its Arch::ALL index.
+const _: () = {
+    let mut i = 0;
+    while i < SGEMM_CONFIGS.len() {
+        let row = &SGEMM_CONFIGS[i];
+        assert!(row.arch as u8 == Arch::ALL[i] as u8, "SGEMM_CONFIGS must follow Arch::ALL order");
+        let mut v = 0;
+        while v < SgemmVariant::ALL.len() {
+            if let Err(why) = row.tile(SgemmVariant::ALL[v]).check(row.arch) {
+                panic!("{}", why);
+            }
+            v += 1;
+        }
+        i += 1;
+    }
+};

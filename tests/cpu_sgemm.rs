@@ -1,0 +1,257 @@
+//! SGEMM without a GPU: config invariants, architecture mapping, argument validation, the
+//! dispatcher, and the host's mapping of every layout/transpose/stride case onto the kernels'
+//! canonical problem (emulated on the CPU from the plan and compared with the f64 reference of
+//! the user-level contract).
+
+use cukernels::sgemm::MAX_DIM;
+use cukernels::{choose_variant, ptx, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmPlan, SgemmVariant, Transpose, SGEMM_CONFIGS};
+use cukernels_tests::{buffer_len, random_vec, rng, Expected};
+
+const A_BASE: u64 = 0x1_0000_0000;
+const B_BASE: u64 = 0x2_0000_0000;
+const C_BASE: u64 = 0x3_0000_0000;
+const H200_SMS: u32 = 132;
+
+fn buffers(a_len: usize, b_len: usize, c_len: usize) -> SgemmBuffers {
+    SgemmBuffers { a_addr: A_BASE, a_len, b_addr: B_BASE, b_len, c_addr: C_BASE, c_len }
+}
+
+fn plan(g: &Sgemm, bufs: &SgemmBuffers) -> Result<SgemmPlan, Error> {
+    g.plan(bufs, sgemm_config(Arch::Sm90), H200_SMS, None)
+}
+
+/// Runs a plan on the CPU exactly as the kernels define the canonical problem (flags, leading
+/// dimensions, batch strides), reading whichever host buffer each device address points into.
+fn emulate(p: &SgemmPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
+    use cukernels::cudarc as _;
+    let host = |addr: u64| -> (&[f32], usize) {
+        let (buf, base) = if addr >= B_BASE && addr < C_BASE { (b, B_BASE) } else { (a, A_BASE) };
+        (buf, ((addr - base) / 4) as usize)
+    };
+    const A_K: u32 = 1;
+    const B_K: u32 = 2;
+    const BETA_ZERO: u32 = 32;
+    let (left, l0) = host(p.a_addr);
+    let (right, r0) = host(p.b_addr);
+    let c0 = ((p.c_addr - C_BASE) / 4) as usize;
+    for batch in 0..p.batch as usize {
+        for i in 0..p.m as usize {
+            for j in 0..p.n as usize {
+                let mut acc = 0.0f64;
+                for q in 0..p.k as usize {
+                    let ai = l0 + batch * p.stride_a as usize + if p.flags & A_K != 0 { i * p.lda as usize + q } else { q * p.lda as usize + i };
+                    let bi = r0 + batch * p.stride_b as usize + if p.flags & B_K != 0 { j * p.ldb as usize + q } else { q * p.ldb as usize + j };
+                    acc += left[ai] as f64 * right[bi] as f64;
+                }
+                let ci = c0 + batch * p.stride_c as usize + i * p.ldc as usize + j;
+                let old = if p.flags & BETA_ZERO != 0 { 0.0 } else { p.beta as f64 * c[ci] as f64 };
+                c[ci] = (p.alpha as f64 * acc + old) as f32;
+            }
+        }
+    }
+}
+
+#[test]
+fn canonical_mapping_matches_the_contract_for_every_layout_transpose_and_stride() {
+    let mut rng = rng("canonical_mapping");
+    let mut cases = 0;
+    for layout in [Layout::RowMajor, Layout::ColMajor] {
+        for ta in [Transpose::No, Transpose::Yes] {
+            for tb in [Transpose::No, Transpose::Yes] {
+                for (m, n, k, batch) in [(5, 7, 3, 1), (1, 9, 4, 3), (6, 1, 5, 2), (4, 4, 1, 2), (3, 8, 6, 4)] {
+                    for (pad_a, pad_b, pad_c, broadcast) in [(0, 0, 0, false), (2, 1, 3, false), (1, 0, 2, true)] {
+                        let g0 = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).batched(batch).alpha_beta(1.5, -0.25);
+                        let (ar, ac) = g0.stored_a();
+                        let (br, bc) = g0.stored_b();
+                        let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
+                        let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
+                        let (lda, ldb, ldc) = (minor(ar, ac) + pad_a, minor(br, bc) + pad_b, minor(m, n) + pad_c);
+                        let sa = if broadcast { 0 } else { major(ar, ac) * lda + 1 };
+                        let g = g0.leading_dims(lda, ldb, ldc).strides(sa, major(br, bc) * ldb, major(m, n) * ldc + 2);
+                        let a = random_vec(&mut rng, buffer_len(&g, ar, ac, lda, g.stride_a, 0));
+                        let b = random_vec(&mut rng, buffer_len(&g, br, bc, ldb, g.stride_b, 0));
+                        let c_before = random_vec(&mut rng, buffer_len(&g, m, n, ldc, g.stride_c, 0));
+                        let p = plan(&g, &buffers(a.len(), b.len(), c_before.len())).unwrap();
+                        let mut c = c_before.clone();
+                        emulate(&p, &a, &b, &mut c);
+                        let want = Expected::full(&g, &a, &b, &c_before);
+                        if let Err(e) = want.check(&g, &c_before, &c) {
+                            panic!("{g:?} -> {p:?}:\n{e}");
+                        }
+                        cases += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 2 * 4 * 5 * 3);
+}
+
+#[test]
+fn every_config_row_fits_its_architecture() {
+    for (i, row) in SGEMM_CONFIGS.iter().enumerate() {
+        assert_eq!(row.arch, Arch::ALL[i]);
+        for v in SgemmVariant::ALL {
+            let t = row.tile(v);
+            assert_eq!(t.check(row.arch), Ok(()), "{} {}", row.arch, v.name());
+            let l = row.arch.limits();
+            assert!(t.smem_bytes() <= l.max_smem_per_block);
+            assert!(t.threads() * t.blocks_per_sm <= l.max_threads_per_sm);
+            assert!(t.register_budget(&l) >= t.tm * t.tn);
+            // Each warp tile covers 32 thread tiles.
+            assert_eq!((t.warp_tile_m() / t.tm) * (t.warp_tile_n() / t.tn), 32);
+        }
+    }
+}
+
+#[test]
+fn tile_checker_rejects_what_cannot_fit() {
+    let mut t = sgemm_config(Arch::Sm90).large;
+    t.stages = 9;
+    assert!(t.check(Arch::Sm75).is_err(), "sm_75 has no cp.async: stages must be 2");
+    let t = cukernels::SgemmTile { stages: 8, ..sgemm_config(Arch::Sm90).huge };
+    assert_eq!(t.check(Arch::Sm86), Err("shared memory exceeds the architecture's per-block limit"));
+    let t = cukernels::SgemmTile { blocks_per_sm: 2, ..sgemm_config(Arch::Sm90).huge };
+    assert!(t.check(Arch::Sm90).is_err(), "two huge blocks need more registers than an SM has");
+}
+
+#[test]
+fn ptx_for_a_device_is_the_newest_not_newer() {
+    let all = Arch::ALL;
+    let pick = |major, minor| Arch::for_compute_capability(major, minor, &all);
+    assert_eq!(pick(8, 7), Some(Arch::Sm86));
+    assert_eq!(pick(10, 3), Some(Arch::Sm100));
+    assert_eq!(pick(12, 1), Some(Arch::Sm120));
+    assert_eq!(pick(9, 0), Some(Arch::Sm90));
+    assert_eq!(pick(7, 2), Some(Arch::Sm70));
+    assert_eq!(pick(8, 9), Some(Arch::Sm89));
+    assert_eq!(pick(6, 1), None);
+    assert!(matches!(ptx::for_compute_capability(6, 1), Err(Error::UnsupportedDevice { major: 6, minor: 1 })));
+    assert_eq!(Arch::from_name("sm_86"), Some(Arch::Sm86));
+    assert_eq!(Arch::from_name("sm_91"), None);
+}
+
+#[test]
+fn every_architecture_and_both_probes_are_embedded() {
+    if std::env::var_os("CUKERNELS_ARCHS").is_some() {
+        eprintln!("CUKERNELS_ARCHS is set: a partial build; checking only what it asked for");
+    } else {
+        assert_eq!(ptx::built_archs(), Arch::ALL.to_vec());
+    }
+    for config in [Arch::Sm100, Arch::Sm120] {
+        let p = ptx::find(Arch::Sm90, config).expect("config probes are embedded");
+        assert!(p.ptx.contains(".target sm_90"));
+    }
+    for p in ptx::embedded() {
+        assert!(p.ptx.contains(&format!(".target {}", p.target.name())), "{:?}", p.target);
+        for v in SgemmVariant::ALL {
+            let t = sgemm_config(p.config).tile(v);
+            let entry = format!(".entry {}(", v.entry_point());
+            let at = p.ptx.find(&entry).unwrap_or_else(|| panic!("{} lacks {entry}", p.target));
+            let body = &p.ptx[at..at + p.ptx[at..].find('{').unwrap()];
+            assert!(body.contains(&format!(".maxntid {}, 1, 1", t.threads())), "launch bounds of {entry} in {}", p.target);
+            assert!(body.contains(&format!(".minnctapersm {}", t.blocks_per_sm)));
+        }
+    }
+}
+
+#[test]
+fn invalid_arguments_are_typed_errors_naming_the_argument() {
+    let ok = buffers(1 << 20, 1 << 20, 1 << 20);
+    let e = plan(&Sgemm::new(10, 10, 10).leading_dims(9, 10, 10), &ok).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument { name: "lda", value, .. } if value == "9"), "{e}");
+    assert!(e.to_string().contains("lda") && e.to_string().contains('9'));
+    let e = plan(&Sgemm::new(10, 10, 10).leading_dims(10, 10, 9), &ok).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { name: "ldc", .. }), "{e}");
+    let e = plan(&Sgemm::new(10, 10, 10).layout(Layout::ColMajor).transpose(Transpose::Yes, Transpose::No).leading_dims(9, 10, 10), &ok).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { name: "lda", .. }), "{e}");
+    let e = plan(&Sgemm::new(10, 12, 11), &buffers(109, 1000, 1000)).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { name: "a", len: 109, required: 110 }), "{e}");
+    let e = plan(&Sgemm::new(10, 12, 11), &buffers(110, 131, 1000)).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { name: "b", len: 131, required: 132 }), "{e}");
+    let e = plan(&Sgemm::new(10, 12, 11).batched(2), &buffers(220, 264, 239)).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { name: "c", len: 239, required: 240 }), "{e}");
+    let e = plan(&Sgemm::new(4, 4, 4).batched(3).strides(16, 16, 15), &ok).unwrap_err();
+    assert!(matches!(e, Error::Overlap(_)), "{e}");
+    let e = plan(&Sgemm::new(4, 4, 4).batched(3).strides(0, 0, 0), &ok).unwrap_err();
+    assert!(matches!(e, Error::Overlap(_)), "{e}");
+    let alias = SgemmBuffers { c_addr: A_BASE + 8, ..ok };
+    let e = plan(&Sgemm::new(4, 4, 4), &alias).unwrap_err();
+    assert!(matches!(e, Error::Overlap(_)), "{e}");
+    let e = plan(&Sgemm::new(MAX_DIM + 1, 1, 1), &ok).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { name: "m", .. }), "{e}");
+    let e = plan(&Sgemm::new(1, 1, MAX_DIM + 1), &ok).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { name: "k", .. }), "{e}");
+    let e = plan(&Sgemm::new(2, 2, 2).batched(u32::MAX as usize + 1), &ok).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { name: "batch", .. }), "{e}");
+    let e = plan(&Sgemm::new(2, 2, 2).batched(3).strides(usize::MAX / 2, 4, 4), &ok).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { name: "stride_a", .. }), "{e}");
+    // More tiles than one grid holds.
+    let huge = SgemmBuffers { a_addr: 1 << 12, a_len: 1 << 32, b_addr: 1 << 36, b_len: 1 << 32, c_addr: 1 << 40, c_len: usize::MAX / 2 };
+    let e = plan(&Sgemm::new(MAX_DIM, MAX_DIM, 1), &huge).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { name: "m", .. }), "{e}");
+}
+
+#[test]
+fn edge_semantics_of_the_plan() {
+    let ok = buffers(1 << 20, 1 << 20, 1 << 20);
+    // alpha = 0 or k = 0: A and B are not read (no length required), C = beta·C.
+    let p = plan(&Sgemm::new(8, 8, 8).alpha_beta(0.0, 2.0), &buffers(0, 0, 64)).unwrap();
+    assert_eq!(p.k, 0);
+    let p = plan(&Sgemm::new(8, 8, 0).alpha_beta(1.0, 0.5), &buffers(0, 0, 64)).unwrap();
+    assert_eq!(p.k, 0);
+    assert!(!p.empty);
+    // m = 0, n = 0 or batch = 0: nothing to launch, and no buffer needed.
+    for g in [Sgemm::new(0, 8, 8), Sgemm::new(8, 0, 8), Sgemm::new(8, 8, 8).batched(0)] {
+        assert!(plan(&g, &buffers(0, 0, 0)).unwrap().empty);
+    }
+    // beta = 0 sets the flag that keeps C unread.
+    assert_ne!(plan(&Sgemm::new(8, 8, 8), &ok).unwrap().flags & 32, 0);
+    // Batches beyond 65535 run in one launch: grid.z is capped, the kernel loops.
+    let p = plan(&Sgemm::new(2, 2, 2).batched(100_000), &ok).unwrap();
+    assert_eq!(p.grid.2, 65535);
+    assert_eq!(p.batch, 100_000);
+    // Vector (16-byte) access only when base, leading dimension and stride allow it.
+    let g = Sgemm::new(8, 8, 8).transpose(Transpose::Yes, Transpose::No);
+    let aligned = plan(&g, &ok).unwrap();
+    assert_eq!(aligned.flags & (4 | 8 | 16), 4 | 8 | 16);
+    let shifted = plan(&g, &SgemmBuffers { a_addr: A_BASE + 4, b_addr: B_BASE + 8, c_addr: C_BASE + 12, ..ok }).unwrap();
+    assert_eq!(shifted.flags & (4 | 8 | 16), 0);
+    let odd_ld = plan(&g.leading_dims(9, 9, 9), &ok).unwrap();
+    assert_eq!(odd_ld.flags & (4 | 8 | 16), 0);
+}
+
+#[test]
+fn dispatcher_follows_its_rule() {
+    let row = sgemm_config(Arch::Sm90);
+    for m in [1, 4, 16] {
+        assert_eq!(choose_variant(m, 4096, 1, row, H200_SMS), SgemmVariant::Skinny);
+    }
+    // Large squares fill the GPU with big tiles.
+    for s in [4096, 8192] {
+        let v = choose_variant(s, s, 1, row, H200_SMS);
+        assert!(matches!(v, SgemmVariant::Huge | SgemmVariant::Large), "{s}: {v:?}");
+    }
+    // 1024 x 64³: 64×64 matrices; a 128-row tile would be half empty.
+    let v = choose_variant(64, 64, 1024, row, H200_SMS);
+    assert!(matches!(v, SgemmVariant::Medium | SgemmVariant::Small), "{v:?}");
+    // A problem with fewer large tiles than SMs takes smaller tiles.
+    let v = choose_variant(512, 512, 1, row, H200_SMS);
+    assert!(matches!(v, SgemmVariant::Medium | SgemmVariant::Small), "{v:?}");
+    // Deterministic and defined for every architecture.
+    for arch in Arch::ALL {
+        for (m, n, b) in [(1000, 1000, 1), (33, 4097, 1), (128, 4096, 32), (2048, 2048, 8)] {
+            let v = choose_variant(m, n, b, sgemm_config(arch), 80);
+            assert_eq!(v, choose_variant(m, n, b, sgemm_config(arch), 80));
+        }
+    }
+}
+
+#[test]
+fn device_toolchain_pin_matches_rust_toolchain_toml() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let toml = std::fs::read_to_string(root.join("rust-toolchain.toml")).unwrap();
+    let build = std::fs::read_to_string(root.join("host/build.rs")).unwrap();
+    let channel = toml.lines().find_map(|l| l.strip_prefix("channel = ")).unwrap().trim_matches('"');
+    assert!(build.contains(&format!("const DEVICE_TOOLCHAIN: &str = \"{channel}\";")), "host/build.rs must pin {channel}");
+}

@@ -1,0 +1,316 @@
+//! SGEMM on a real GPU, with every architecture's config the device can run: PTX of sm_70 to
+//! sm_90 loads on an sm_90 device as is; the sm_100 and sm_120 rows run as their sm_90-target
+//! builds (`config-probes`). Each case draws fresh random inputs, poisons C (NaN when beta = 0,
+//! random values otherwise, sentinels in every gap), and compares against an f64 reference.
+//!
+//! These tests need a CUDA GPU and are `#[ignore]`d otherwise: run them with
+//! `cargo test -p cukernels-tests --test gpu_sgemm -- --ignored` (or `scripts/device-run.sh`).
+//! `CUKERNELS_TEST_QUICK=1` keeps only small shapes (for compute-sanitizer runs).
+
+use cukernels::cudarc::driver::{CudaContext, CudaStream};
+use cukernels::{device_context, ptx, Cukernels, Error, Layout, Sgemm, SgemmVariant, Transpose};
+use cukernels_tests::{buffer_len, random_vec, rng, Expected};
+use rand::rngs::StdRng;
+use rand::Rng;
+use std::sync::Arc;
+
+struct Gpu {
+    stream: Arc<CudaStream>,
+    /// One handle per (target, config) this device can run.
+    handles: Vec<Cukernels>,
+}
+
+fn gpu() -> Gpu {
+    let ctx: Arc<CudaContext> = device_context(0).expect("these tests need a CUDA GPU");
+    let (major, minor) = ctx.compute_capability().unwrap();
+    let device = (major * 10 + minor) as u32;
+    let handles: Vec<Cukernels> = ptx::embedded()
+        .iter()
+        .filter(|p| p.target.sm() <= device)
+        .map(|p| Cukernels::with_config(&ctx, p.target, p.config).unwrap())
+        .collect();
+    let configs: Vec<String> = handles.iter().map(|h| format!("{}@{}", h.config(), h.target())).collect();
+    eprintln!("GPU sm_{device}: testing configs {configs:?}");
+    assert!(handles.len() >= 2, "expected several configs to test, got {configs:?}");
+    Gpu { stream: ctx.default_stream(), handles }
+}
+
+fn quick() -> bool {
+    std::env::var("CUKERNELS_TEST_QUICK").is_ok_and(|v| v == "1")
+}
+
+/// Host-side inputs of one case; `*_off` shift each buffer's start by that many floats (to make
+/// pointers unaligned), `c` is C's initial content (poison included).
+struct Inputs {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+    a_off: usize,
+    b_off: usize,
+    c_off: usize,
+}
+
+/// Builds inputs for `g`: random A and B, C random (beta ≠ 0) or NaN (beta = 0), and every
+/// element of the C buffer outside the C matrices set to a sentinel that must survive.
+fn inputs(g: &Sgemm, rng: &mut StdRng, offsets: (usize, usize, usize)) -> Inputs {
+    let (ar, ac) = g.stored_a();
+    let (br, bc) = g.stored_b();
+    let a = random_vec(rng, buffer_len(g, ar, ac, g.lda, g.stride_a, 3));
+    let b = random_vec(rng, buffer_len(g, br, bc, g.ldb, g.stride_b, 3));
+    let c_len = buffer_len(g, g.m, g.n, g.ldc, g.stride_c, 3);
+    let mut c = vec![-12345.0f32; c_len];
+    for bi in 0..g.batch {
+        for i in 0..g.m {
+            for j in 0..g.n {
+                let idx = cukernels_tests::c_index(g, bi, i, j);
+                c[idx] = if g.beta == 0.0 { f32::NAN } else { rng.random_range(-1.0..1.0) };
+            }
+        }
+    }
+    Inputs { a, b, c, a_off: offsets.0, b_off: offsets.1, c_off: offsets.2 }
+}
+
+fn expected(g: &Sgemm, x: &Inputs, rng: &mut StdRng) -> Expected {
+    let work = g.m as f64 * g.n as f64 * g.k as f64 * g.batch as f64;
+    if work <= 4e8 {
+        Expected::full(g, &x.a, &x.b, &x.c)
+    } else {
+        Expected::sampled(g, &x.a, &x.b, &x.c, 3000, rng)
+    }
+}
+
+/// Runs `g` with every handle and each of `variants` (None = the dispatcher), and checks each
+/// result. Returns the failures.
+fn run(gpu: &Gpu, g: &Sgemm, x: &Inputs, want: &Expected, variants: &[Option<SgemmVariant>]) -> Vec<String> {
+    let s = &gpu.stream;
+    let pad = |v: &[f32], off: usize| {
+        let mut p = vec![7.0f32; off];
+        p.extend_from_slice(v);
+        p
+    };
+    let a_dev = s.clone_htod(&pad(&x.a, x.a_off)).unwrap();
+    let b_dev = s.clone_htod(&pad(&x.b, x.b_off)).unwrap();
+    let c_init = pad(&x.c, x.c_off);
+    let mut failures = Vec::new();
+    for h in &gpu.handles {
+        for &v in variants {
+            let mut c_dev = s.clone_htod(&c_init).unwrap();
+            let a_view = a_dev.slice(x.a_off..);
+            let b_view = b_dev.slice(x.b_off..);
+            let mut c_view = c_dev.slice_mut(x.c_off..);
+            let label = format!("{g:?} config {}@{} variant {v:?} offsets ({}, {}, {})", h.config(), h.target(), x.a_off, x.b_off, x.c_off);
+            if let Err(e) = h.sgemm_with(s, g, &a_view, &b_view, &mut c_view, v) {
+                failures.push(format!("{label}: launch error {e}"));
+                continue;
+            }
+            drop(c_view);
+            if let Err(e) = s.synchronize() {
+                panic!("{label}: the kernel failed on the device: {e}");
+            }
+            let out = s.clone_dtoh(&c_dev).unwrap();
+            if let Err(e) = want.check(g, &x.c, &out[x.c_off..]) {
+                failures.push(format!("{label}:\n{e}"));
+            }
+        }
+    }
+    failures
+}
+
+fn assert_all(failures: Vec<String>) {
+    if !failures.is_empty() {
+        panic!("{} failing runs:\n{}", failures.len(), failures.join("\n\n"));
+    }
+}
+
+const ODD_SIZES: [usize; 7] = [1, 7, 31, 33, 127, 1000, 4095];
+const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
+const TRANSPOSES: [(Transpose, Transpose); 4] =
+    [(Transpose::No, Transpose::No), (Transpose::No, Transpose::Yes), (Transpose::Yes, Transpose::No), (Transpose::Yes, Transpose::Yes)];
+
+/// Shapes that put each size of `ODD_SIZES` in each of m, n and k (the other two odd and
+/// mid-sized), plus all-large ones.
+fn odd_shapes() -> Vec<(usize, usize, usize)> {
+    let sizes: &[usize] = if quick() { &[1, 7, 33, 127] } else { &ODD_SIZES };
+    let mut shapes = Vec::new();
+    for (i, &v) in sizes.iter().enumerate() {
+        let (p, q) = if i % 2 == 0 { (33, 127) } else { (127, 31) };
+        shapes.push((v, p, q));
+        shapes.push((p, v, q));
+        shapes.push((p, q, v));
+    }
+    if !quick() {
+        shapes.extend([(1000, 1000, 1000), (4095, 4095, 4095), (257, 4095, 129)]);
+    }
+    shapes
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn odd_shapes_every_layout_and_transpose_every_config() {
+    let gpu = gpu();
+    let mut rng = rng("odd_shapes");
+    let mut failures = Vec::new();
+    for (m, n, k) in odd_shapes() {
+        for layout in LAYOUTS {
+            for (ta, tb) in TRANSPOSES {
+                let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).alpha_beta(1.25, -0.5);
+                let x = inputs(&g, &mut rng, (0, 0, 0));
+                let want = expected(&g, &x, &mut rng);
+                failures.extend(run(&gpu, &g, &x, &want, &[None]));
+            }
+        }
+    }
+    assert_all(failures);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_variant_on_edge_shapes() {
+    let gpu = gpu();
+    let mut rng = rng("every_variant");
+    let variants: Vec<Option<SgemmVariant>> = SgemmVariant::ALL.iter().map(|&v| Some(v)).collect();
+    let mut failures = Vec::new();
+    let shapes: &[(usize, usize, usize, usize)] = if quick() {
+        &[(33, 65, 17, 2), (5, 130, 40, 1)]
+    } else {
+        &[(33, 65, 17, 2), (5, 130, 40, 1), (129, 257, 300, 3), (300, 31, 1000, 2), (16, 1000, 513, 1)]
+    };
+    for &(m, n, k, batch) in shapes {
+        for layout in LAYOUTS {
+            for (ta, tb) in TRANSPOSES {
+                let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).batched(batch).alpha_beta(-0.75, 0.25);
+                let x = inputs(&g, &mut rng, (0, 0, 0));
+                let want = expected(&g, &x, &mut rng);
+                failures.extend(run(&gpu, &g, &x, &want, &variants));
+            }
+        }
+    }
+    assert_all(failures);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn beta_zero_never_reads_nan_in_c_and_alpha_beta_scale() {
+    let gpu = gpu();
+    let mut rng = rng("alpha_beta");
+    let mut failures = Vec::new();
+    for (alpha, beta) in [(1.0, 0.0), (2.5, 0.0), (-1.5, 0.75), (0.3, 1.0), (0.0, 0.5), (0.0, 0.0), (1.0, -2.0)] {
+        for layout in LAYOUTS {
+            let g = Sgemm::new(67, 45, 93).layout(layout).batched(2).alpha_beta(alpha, beta);
+            let mut x = inputs(&g, &mut rng, (0, 0, 0));
+            if alpha == 0.0 {
+                // alpha = 0: A and B must not be read (cuBLAS semantics): NaN there must not leak.
+                x.a.iter_mut().for_each(|v| *v = f32::NAN);
+                x.b.iter_mut().for_each(|v| *v = f32::NAN);
+            }
+            let want = expected(&g, &x, &mut rng);
+            failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Small)]));
+        }
+    }
+    assert_all(failures);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn k_zero_and_empty_problems() {
+    let gpu = gpu();
+    let mut rng = rng("k_zero");
+    let mut failures = Vec::new();
+    for (m, n, k, beta) in [(37, 29, 0, 0.5), (37, 29, 0, 0.0), (0, 29, 10, 1.0), (37, 0, 10, 1.0)] {
+        let g = Sgemm::new(m, n, k).alpha_beta(1.0, beta).batched(3);
+        let x = inputs(&g, &mut rng, (0, 0, 0));
+        let want = expected(&g, &x, &mut rng);
+        failures.extend(run(&gpu, &g, &x, &want, &[None]));
+    }
+    // batch = 0: nothing happens.
+    let g = Sgemm::new(8, 8, 8).batched(0);
+    let x = inputs(&g, &mut rng, (0, 0, 0));
+    let want = expected(&g, &x, &mut rng);
+    failures.extend(run(&gpu, &g, &x, &want, &[None]));
+    assert_all(failures);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn broadcast_strides_and_padded_leading_dimensions() {
+    let gpu = gpu();
+    let mut rng = rng("strides");
+    let mut failures = Vec::new();
+    for layout in LAYOUTS {
+        for (ta, tb) in TRANSPOSES {
+            let base = Sgemm::new(70, 53, 41).layout(layout).transpose(ta, tb).batched(4).alpha_beta(1.0, 0.5);
+            let (ar, ac) = base.stored_a();
+            let (br, bc) = base.stored_b();
+            let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
+            let (lda, ldb, ldc) = (minor(ar, ac) + 3, minor(br, bc) + 5, minor(70, 53) + 2);
+            let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
+            let one_c = major(70, 53) * ldc;
+            // A broadcast (stride 0), B broadcast, both, and gaps between C batches.
+            for (sa, sb) in [(0, major(br, bc) * ldb), (major(ar, ac) * lda, 0), (0, 0)] {
+                let g = base.leading_dims(lda, ldb, ldc).strides(sa, sb, one_c + 9);
+                let x = inputs(&g, &mut rng, (0, 0, 0));
+                let want = expected(&g, &x, &mut rng);
+                failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Medium)]));
+            }
+        }
+    }
+    assert_all(failures);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn unaligned_pointers_and_leading_dimensions() {
+    let gpu = gpu();
+    let mut rng = rng("unaligned");
+    let mut failures = Vec::new();
+    for layout in LAYOUTS {
+        for (ta, tb) in TRANSPOSES {
+            for offsets in [(1, 2, 3), (3, 0, 1), (0, 1, 0)] {
+                let g = Sgemm::new(131, 67, 75).layout(layout).transpose(ta, tb).batched(2);
+                let (ar, ac) = g.stored_a();
+                let (br, bc) = g.stored_b();
+                let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
+                let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
+                let (lda, ldb, ldc) = (minor(ar, ac) + 1, minor(br, bc) + 2, minor(131, 67) + 1);
+                let g = g
+                    .leading_dims(lda, ldb, ldc)
+                    .strides(major(ar, ac) * lda + 1, major(br, bc) * ldb + 3, major(131, 67) * ldc + 1);
+                let x = inputs(&g, &mut rng, offsets);
+                let want = expected(&g, &x, &mut rng);
+                failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Large), Some(SgemmVariant::Skinny)]));
+            }
+        }
+    }
+    assert_all(failures);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn batch_count_beyond_grid_limit() {
+    let gpu = gpu();
+    let mut rng = rng("big_batch");
+    let batch = if quick() { 70_000 / 8 } else { 70_000 };
+    let g = Sgemm::new(3, 5, 7).batched(batch).alpha_beta(1.0, 1.0);
+    let x = inputs(&g, &mut rng, (0, 0, 0));
+    let want = expected(&g, &x, &mut rng);
+    assert_all(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Skinny)]));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn invalid_arguments_are_errors_before_launch() {
+    let gpu = gpu();
+    let s = &gpu.stream;
+    let h = &gpu.handles[0];
+    let a = s.clone_htod(&vec![1.0f32; 100]).unwrap();
+    let b = s.clone_htod(&vec![1.0f32; 100]).unwrap();
+    let mut c = s.clone_htod(&vec![1.0f32; 100]).unwrap();
+    let err = h.sgemm(s, &Sgemm::new(10, 10, 11), &a, &b, &mut c).unwrap_err();
+    assert!(matches!(err, Error::BufferTooSmall { name: "a", len: 100, required: 110 }), "{err}");
+    let err = h.sgemm(s, &Sgemm::new(10, 10, 10).leading_dims(9, 10, 10), &a, &b, &mut c).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { name: "lda", .. }), "{err}");
+    let err = h.sgemm(s, &Sgemm::new(5, 5, 5).batched(2).strides(25, 25, 10), &a, &b, &mut c).unwrap_err();
+    assert!(matches!(err, Error::Overlap(_)), "{err}");
+    // C is untouched by every refused call.
+    assert!(s.clone_dtoh(&c).unwrap().iter().all(|&v| v == 1.0));
+}

@@ -1,0 +1,174 @@
+//! Shared helpers of the integration tests: fresh random inputs, an f64 reference of the
+//! user-level SGEMM contract (written from the definition, independent of the host's canonical
+//! mapping), an error bound suited to FP32 accumulation, and GPU plumbing.
+
+use cukernels::{Layout, Sgemm, Transpose};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+/// A random generator seeded from `CUKERNELS_SEED` if set, else from the clock; the seed is
+/// printed so a failure can be replayed.
+pub fn rng(label: &str) -> StdRng {
+    let seed = std::env::var("CUKERNELS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    eprintln!("[{label}] CUKERNELS_SEED={seed}");
+    StdRng::seed_from_u64(seed)
+}
+
+/// `len` uniform values in [-1, 1).
+pub fn random_vec(rng: &mut StdRng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// Index of element (r, c) of a stored matrix with leading dimension `ld`.
+pub fn at(layout: Layout, ld: usize, r: usize, c: usize) -> usize {
+    match layout {
+        Layout::RowMajor => r * ld + c,
+        Layout::ColMajor => r + c * ld,
+    }
+}
+
+/// Element (i, p) of op(A) of batch `b`.
+fn op_a(g: &Sgemm, a: &[f32], b: usize, i: usize, p: usize) -> f32 {
+    let (r, c) = if g.trans_a == Transpose::No { (i, p) } else { (p, i) };
+    a[b * g.stride_a + at(g.layout, g.lda, r, c)]
+}
+
+/// Element (p, j) of op(B) of batch `b`.
+fn op_b(g: &Sgemm, bm: &[f32], b: usize, p: usize, j: usize) -> f32 {
+    let (r, c) = if g.trans_b == Transpose::No { (p, j) } else { (j, p) };
+    bm[b * g.stride_b + at(g.layout, g.ldb, r, c)]
+}
+
+/// Index in C of element (i, j) of batch `b`.
+pub fn c_index(g: &Sgemm, b: usize, i: usize, j: usize) -> usize {
+    b * g.stride_c + at(g.layout, g.ldc, i, j)
+}
+
+/// The exact-ish value (f64) of C[b](i, j) after the call, and the magnitude that scales its
+/// rounding error: `|alpha| Σ|a||b| + |beta||c|`.
+pub fn reference_element(g: &Sgemm, a: &[f32], bm: &[f32], c_before: &[f32], b: usize, i: usize, j: usize) -> (f64, f64) {
+    let mut dot = 0.0f64;
+    let mut mag = 0.0f64;
+    if g.alpha != 0.0 {
+        for p in 0..g.k {
+            let x = op_a(g, a, b, i, p) as f64 * op_b(g, bm, b, p, j) as f64;
+            dot += x;
+            mag += x.abs();
+        }
+    }
+    let alpha = g.alpha as f64;
+    let mut value = alpha * dot;
+    let mut scale = alpha.abs() * mag;
+    if g.beta != 0.0 {
+        let c = c_before[c_index(g, b, i, j)] as f64;
+        value += g.beta as f64 * c;
+        scale += (g.beta as f64 * c).abs();
+    }
+    (value, scale)
+}
+
+/// Tolerance for one element: FP32 accumulation over k in any order has a rounding error well
+/// inside `8·u·sqrt(k+2)·scale` (u = 2⁻²⁴; the statistical bound with a wide margin), while a
+/// wrong or missing term is of the order of one |a·b| and exceeds it.
+pub fn tolerance(k: usize, scale: f64) -> f64 {
+    8.0 * f64::from(f32::EPSILON / 2.0) * ((k + 2) as f64).sqrt() * scale + 1e-30
+}
+
+/// Reference values of the elements of C a check looks at (all of them, or a random sample
+/// plus the first and last), computed once and compared against any number of runs.
+pub struct Expected {
+    /// (index in the C buffer, reference value, error scale)
+    points: Vec<(usize, f64, f64)>,
+    k: usize,
+}
+
+impl Expected {
+    /// Every element of every C matrix (O(batch·m·n·k), spread over all cores).
+    pub fn full(g: &Sgemm, a: &[f32], bm: &[f32], c_before: &[f32]) -> Expected {
+        let rows: Vec<(usize, usize)> = (0..g.batch).flat_map(|b| (0..g.m).map(move |i| (b, i))).collect();
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let chunk = rows.len().div_ceil(threads).max(1);
+        let points = std::thread::scope(|s| {
+            let handles: Vec<_> = rows
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || {
+                        let mut out = Vec::with_capacity(part.len() * g.n);
+                        for &(b, i) in part {
+                            for j in 0..g.n {
+                                let (want, scale) = reference_element(g, a, bm, c_before, b, i, j);
+                                out.push((c_index(g, b, i, j), want, scale));
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        Expected { points, k: g.k }
+    }
+
+    /// `count` random elements plus the first and the last.
+    pub fn sampled(g: &Sgemm, a: &[f32], bm: &[f32], c_before: &[f32], count: usize, rng: &mut StdRng) -> Expected {
+        let mut points = Vec::new();
+        if g.batch > 0 && g.m > 0 && g.n > 0 {
+            let mut picks = vec![(0, 0, 0), (g.batch - 1, g.m - 1, g.n - 1)];
+            picks.extend((0..count).map(|_| (rng.random_range(0..g.batch), rng.random_range(0..g.m), rng.random_range(0..g.n))));
+            for (b, i, j) in picks {
+                let (want, scale) = reference_element(g, a, bm, c_before, b, i, j);
+                points.push((c_index(g, b, i, j), want, scale));
+            }
+        }
+        Expected { points, k: g.k }
+    }
+
+    /// Compares a run's C against the reference; also checks that every element of every C
+    /// matrix was written (finite: inputs are finite, and C is NaN-poisoned when beta = 0) and
+    /// that everything else in the C buffer (padding between rows, gaps between batches) kept
+    /// its value.
+    pub fn check(&self, g: &Sgemm, c_before: &[f32], c_after: &[f32]) -> Result<(), String> {
+        let mut failures = Vec::new();
+        for &(idx, want, scale) in &self.points {
+            let got = c_after[idx] as f64;
+            let err = (got - want).abs();
+            let tol = tolerance(self.k, scale);
+            if !(err <= tol) && failures.len() < 8 {
+                failures.push(format!("C element {idx} = {got}, reference {want} (error {err:e}, tolerance {tol:e})"));
+            }
+        }
+        let mut inside = vec![false; c_after.len()];
+        for b in 0..g.batch {
+            for i in 0..g.m {
+                for j in 0..g.n {
+                    let idx = c_index(g, b, i, j);
+                    inside[idx] = true;
+                    if !c_after[idx].is_finite() && failures.len() < 16 {
+                        failures.push(format!("C[batch {b}]({i}, {j}) = {} (not written, or NaN leaked)", c_after[idx]));
+                    }
+                }
+            }
+        }
+        for (idx, (&after, &before)) in c_after.iter().zip(c_before).enumerate() {
+            if !inside[idx] && after.to_bits() != before.to_bits() && failures.len() < 24 {
+                failures.push(format!("element {idx} of the C buffer lies outside every C matrix but changed: {before} -> {after}"));
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("\n"))
+        }
+    }
+}
+
+/// Elements a buffer needs for the stored matrix (rows × cols, leading dimension `ld`) over
+/// all batches, plus `extra` slack.
+pub fn buffer_len(g: &Sgemm, rows: usize, cols: usize, ld: usize, stride: usize, extra: usize) -> usize {
+    if rows == 0 || cols == 0 || g.batch == 0 {
+        return extra.max(1);
+    }
+    let one = at(g.layout, ld, rows - 1, cols - 1) + 1;
+    (g.batch - 1) * stride + one + extra
+}
