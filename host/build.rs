@@ -13,7 +13,7 @@
 //! - feature `config-probes`: also build the sm_100 and sm_120 config rows for an sm_90 target,
 //!   so that an H100/H200 can test them.
 
-use cukernels_gpu::{sgemm_config, Arch, SgemmVariant};
+use cukernels_gpu::{sgemm_config, Arch, SGEMM_KERNELS};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -229,8 +229,8 @@ fn with_launch_bounds(ptx: &str, config: Arch) -> String {
     for line in ptx.lines() {
         if let Some(rest) = line.strip_prefix(".visible .entry ") {
             let name = rest.split('(').next().unwrap_or("").trim();
-            pending = SgemmVariant::ALL.iter().find(|v| v.entry_point() == name).map(|v| {
-                let t = row.tile(*v);
+            pending = SGEMM_KERNELS.iter().find(|k| k.entry_point == name).map(|k| {
+                let t = row.tile(k.variant);
                 format!(".maxntid {}, 1, 1\n.minnctapersm {}\n", t.threads(), t.blocks_per_sm)
             });
         }

@@ -4,7 +4,10 @@
 //! the user-level contract).
 
 use cukernels::sgemm::MAX_DIM;
-use cukernels::{choose_variant, ptx, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmPlan, SgemmVariant, Transpose, SGEMM_CONFIGS};
+use cukernels::{
+    choose_variant, ptx, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmPlan, SgemmVariant, Transpose, SGEMM_CONFIGS,
+    SGEMM_KERNELS,
+};
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
 
 const A_BASE: u64 = 0x1_0000_0000;
@@ -28,8 +31,6 @@ fn emulate(p: &SgemmPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
         let (buf, base) = if addr >= B_BASE && addr < C_BASE { (b, B_BASE) } else { (a, A_BASE) };
         (buf, ((addr - base) / 4) as usize)
     };
-    const A_K: u32 = 1;
-    const B_K: u32 = 2;
     const BETA_ZERO: u32 = 32;
     let (left, l0) = host(p.a_addr);
     let (right, r0) = host(p.b_addr);
@@ -39,8 +40,8 @@ fn emulate(p: &SgemmPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
             for j in 0..p.n as usize {
                 let mut acc = 0.0f64;
                 for q in 0..p.k as usize {
-                    let ai = l0 + batch * p.stride_a as usize + if p.flags & A_K != 0 { i * p.lda as usize + q } else { q * p.lda as usize + i };
-                    let bi = r0 + batch * p.stride_b as usize + if p.flags & B_K != 0 { j * p.ldb as usize + q } else { q * p.ldb as usize + j };
+                    let ai = l0 + batch * p.stride_a as usize + if p.operands.a_k_contiguous() { i * p.lda as usize + q } else { q * p.lda as usize + i };
+                    let bi = r0 + batch * p.stride_b as usize + if p.operands.b_k_contiguous() { j * p.ldb as usize + q } else { q * p.ldb as usize + j };
                     acc += left[ai] as f64 * right[bi] as f64;
                 }
                 let ci = c0 + batch * p.stride_c as usize + i * p.ldc as usize + j;
@@ -144,9 +145,9 @@ fn every_architecture_and_both_probes_are_embedded() {
     }
     for p in ptx::embedded() {
         assert!(p.ptx.contains(&format!(".target {}", p.target.name())), "{:?}", p.target);
-        for v in SgemmVariant::ALL {
-            let t = sgemm_config(p.config).tile(v);
-            let entry = format!(".entry {}(", v.entry_point());
+        for k in SGEMM_KERNELS {
+            let t = sgemm_config(p.config).tile(k.variant);
+            let entry = format!(".entry {}(", k.entry_point);
             let at = p.ptx.find(&entry).unwrap_or_else(|| panic!("{} lacks {entry}", p.target));
             let body = &p.ptx[at..at + p.ptx[at..].find('{').unwrap()];
             assert!(body.contains(&format!(".maxntid {}, 1, 1", t.threads())), "launch bounds of {entry} in {}", p.target);

@@ -14,10 +14,11 @@ fn every_kernel_of_every_architecture_fits_its_config() {
         let kernels = ptxas_resources(&ptxas, module).unwrap_or_else(|e| panic!("{e}"));
         for k in &kernels {
             eprintln!(
-                "{} (config {}) {:<7} {:>3} regs, {} B stack, {} B spills, {} B smem, {} blocks/SM (designed {})",
+                "{} (config {}) {:<7} {:?} {:>3} regs, {} B stack, {} B spills, {} B smem, {} blocks/SM (designed {})",
                 k.target,
                 k.config,
                 k.variant.name(),
+                k.operands,
                 k.registers,
                 k.stack_frame,
                 k.spill_stores + k.spill_loads,
@@ -29,6 +30,6 @@ fn every_kernel_of_every_architecture_fits_its_config() {
             checked += 1;
         }
     }
-    assert!(checked >= ptx::embedded().len() * 5, "checked {checked} kernels");
+    assert!(checked == ptx::embedded().len() * cukernels::SGEMM_KERNELS.len(), "checked {checked} kernels");
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
 }

@@ -6,7 +6,7 @@
 //! - Without one (or with `report`): prints each architecture's configs and the ptxas resources
 //!   of every kernel.
 //!
-//! Usage: `cukernels-bench [report | sgemm] [--quick] [--reps N] [--config sm_XX] [--out FILE]`
+//! Usage: `cukernels-bench [report | sgemm] [--quick] [--reps N] [--config sm_XX] [--out FILE] [--shape LABEL]...`
 
 use cukernels::cudarc::cublas::CudaBlas;
 use cukernels::{device_context, Arch, Cukernels};
@@ -21,10 +21,12 @@ struct Options {
     reps: usize,
     config: Option<Arch>,
     out: Option<String>,
+    /// Only the shapes with one of these labels (e.g. `4096x4096x4096`).
+    shapes: Vec<String>,
 }
 
 fn parse_args() -> Result<Options, String> {
-    let mut o = Options { mode: None, quick: false, reps: 25, config: None, out: None };
+    let mut o = Options { mode: None, quick: false, reps: 25, config: None, out: None, shapes: Vec::new() };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -36,7 +38,8 @@ fn parse_args() -> Result<Options, String> {
                 o.config = Some(Arch::from_name(&v).ok_or(format!("unknown architecture {v}"))?);
             }
             "--out" => o.out = Some(args.next().ok_or("--out takes a file")?),
-            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm] [--quick] [--reps N] [--config sm_XX] [--out FILE]".into()),
+            "--shape" => o.shapes.push(args.next().ok_or("--shape takes a shape label such as 4096x4096x4096")?),
+            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm] [--quick] [--reps N] [--config sm_XX] [--out FILE] [--shape LABEL]...".into()),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -113,7 +116,11 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
         std::process::exit(1);
     }
 
-    let shapes: Vec<Shape> = if o.quick { sweep().into_iter().filter(|s| s.flops() < 2e11).collect() } else { sweep() };
+    let shapes: Vec<Shape> = sweep()
+        .into_iter()
+        .filter(|s| !o.quick || s.flops() < 2e11)
+        .filter(|s| o.shapes.is_empty() || o.shapes.iter().any(|want| s.label() == *want))
+        .collect();
     let mut out = o.out.as_ref().map(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).expect("open --out file"));
     println!(
         "\n{:<8} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>7}",

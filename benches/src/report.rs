@@ -45,17 +45,18 @@ pub fn resource_table() -> Result<(Vec<KernelResources>, String), String> {
     writeln!(s, "ptxas resources ({}), per kernel", ptxas.display()).unwrap();
     writeln!(
         s,
-        "{:<7} {:<7} {:<7} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
-        "target", "config", "variant", "regs", "stack B", "spill B", "smem B", "blk/SM", "designed", "ok"
+        "{:<7} {:<7} {:<7} {:<4} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
+        "target", "config", "variant", "ops", "regs", "stack B", "spill B", "smem B", "blk/SM", "designed", "ok"
     )
     .unwrap();
     for k in &all {
         writeln!(
             s,
-            "{:<7} {:<7} {:<7} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
+            "{:<7} {:<7} {:<7} {:<4} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
             k.target.name(),
             k.config.name(),
             k.variant.name(),
+            format!("{:?}", k.operands).to_lowercase(),
             k.registers,
             k.stack_frame,
             k.spill_stores + k.spill_loads,

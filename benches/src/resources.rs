@@ -4,7 +4,7 @@
 //! test fails on any violation.
 
 use cukernels::ptx::EmbeddedPtx;
-use cukernels::{sgemm_config, Arch, SgemmVariant};
+use cukernels::{sgemm_config, Arch, SgemmOperands, SgemmVariant, SGEMM_KERNELS};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -14,6 +14,7 @@ pub struct KernelResources {
     pub target: Arch,
     pub config: Arch,
     pub variant: SgemmVariant,
+    pub operands: SgemmOperands,
     pub registers: u32,
     pub stack_frame: u32,
     pub spill_stores: u32,
@@ -43,7 +44,7 @@ impl KernelResources {
     pub fn violations(&self) -> Vec<String> {
         let l = self.config.limits();
         let mut v = Vec::new();
-        let who = format!("{} kernel `{}` (config {})", self.target, self.variant.name(), self.config);
+        let who = format!("{} kernel `{}` {:?} (config {})", self.target, self.variant.name(), self.operands, self.config);
         if self.stack_frame != 0 {
             v.push(format!("{who}: {} bytes of stack frame (local memory); must be 0", self.stack_frame));
         }
@@ -111,14 +112,15 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &EmbeddedPtx) -> Result<Vec<Kern
     }
     let row = sgemm_config(module.config);
     let mut kernels = Vec::new();
-    for variant in SgemmVariant::ALL {
-        let section = function_section(&log, variant.entry_point())
-            .ok_or_else(|| format!("ptxas output has no entry `{}` for {}:\n{log}", variant.entry_point(), module.target))?;
-        let tile = row.tile(variant);
+    for kernel in SGEMM_KERNELS {
+        let section = function_section(&log, kernel.entry_point)
+            .ok_or_else(|| format!("ptxas output has no entry `{}` for {}:\n{log}", kernel.entry_point, module.target))?;
+        let tile = row.tile(kernel.variant);
         kernels.push(KernelResources {
             target: module.target,
             config: module.config,
-            variant,
+            variant: kernel.variant,
+            operands: kernel.operands,
             registers: number_before(section, " registers").unwrap_or(0),
             stack_frame: number_before(section, " bytes stack frame").unwrap_or(0),
             spill_stores: number_before(section, " bytes spill stores").unwrap_or(0),

@@ -34,7 +34,10 @@ mod runtime;
 pub mod sgemm;
 
 pub use cudarc;
-pub use cukernels_gpu::{sgemm_config, Arch, ArchLimits, SgemmArchConfig, SgemmTile, SgemmVariant, SGEMM_CONFIGS};
+pub use cukernels_gpu::{
+    sgemm_config, sgemm_kernel, Arch, ArchLimits, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, SGEMM_CONFIGS,
+    SGEMM_KERNELS,
+};
 pub use error::{Error, Result};
 pub use runtime::{device_context, Cukernels};
 pub use sgemm::{choose_variant, Layout, Sgemm, SgemmBuffers, SgemmPlan, Transpose};

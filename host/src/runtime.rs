@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::ptx::{self, EmbeddedPtx};
 use cudarc::driver::sys::{CUfunction_attribute, CUdevice_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
-use cukernels_gpu::{sgemm_config, Arch, SgemmArchConfig, SgemmVariant};
+use cukernels_gpu::{sgemm_config, Arch, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmVariant, SGEMM_KERNELS};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Opens CUDA device `ordinal`, or says why not (no driver, no such device) instead of
@@ -34,7 +34,8 @@ struct Inner {
 
 struct Loaded {
     _module: Arc<CudaModule>,
-    sgemm: Vec<(SgemmVariant, CudaFunction)>,
+    /// One function per entry of `SGEMM_KERNELS`, in that order.
+    sgemm: Vec<CudaFunction>,
 }
 
 impl Cukernels {
@@ -97,24 +98,28 @@ impl Cukernels {
         }
         let module = self.inner.ctx.load_module(cudarc::nvrtc::Ptx::from_src(self.inner.ptx.ptx))?;
         let row = self.sgemm_config();
-        let mut sgemm = Vec::with_capacity(SgemmVariant::ALL.len());
-        for v in SgemmVariant::ALL {
-            let f = module.load_function(v.entry_point())?;
+        let mut sgemm = Vec::with_capacity(SGEMM_KERNELS.len());
+        for kernel in SGEMM_KERNELS {
+            let f = module.load_function(kernel.entry_point)?;
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                row.tile(v).smem_bytes() as i32,
+                row.tile(kernel.variant).smem_bytes() as i32,
             )?;
             // Ask for the largest shared-memory carveout so `blocks_per_sm` blocks fit.
             f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
-            sgemm.push((v, f));
+            sgemm.push(f);
         }
         let _ = self.inner.loaded.set(Loaded { _module: module, sgemm });
         Ok(self.inner.loaded.get().expect("just set"))
     }
 
-    pub(crate) fn sgemm_function(&self, v: SgemmVariant) -> Result<&CudaFunction> {
+    pub(crate) fn sgemm_function(&self, variant: SgemmVariant, operands: SgemmOperands) -> Result<&CudaFunction> {
         let loaded = self.loaded()?;
-        Ok(&loaded.sgemm.iter().find(|(x, _)| *x == v).expect("every variant is loaded").1)
+        let index = SGEMM_KERNELS
+            .iter()
+            .position(|k: &SgemmKernel| k.variant == variant && k.operands == operands)
+            .expect("every (variant, operands) pair has an entry point");
+        Ok(&loaded.sgemm[index])
     }
 
     pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {

@@ -22,8 +22,8 @@
 use crate::error::{Error, Result};
 use crate::runtime::Cukernels;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use cukernels_gpu::sgemm_flags::{A_K_CONTIGUOUS, A_VECTOR, BETA_ZERO, B_K_CONTIGUOUS, B_VECTOR, C_VECTOR};
-use cukernels_gpu::{SgemmArchConfig, SgemmVariant};
+use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
+use cukernels_gpu::{SgemmArchConfig, SgemmOperands, SgemmVariant};
 use std::ffi::c_void;
 
 /// Storage order of all three matrices.
@@ -291,14 +291,10 @@ impl Sgemm {
         } else {
             (right.strides.0, false)
         };
-        if a_k_contiguous {
-            flags |= A_K_CONTIGUOUS;
-        } else if aligned(left.addr, lda, left.batch_stride) {
+        if !a_k_contiguous && aligned(left.addr, lda, left.batch_stride) {
             flags |= A_VECTOR;
         }
-        if b_k_contiguous {
-            flags |= B_K_CONTIGUOUS;
-        } else if aligned(right.addr, ldb, right.batch_stride) {
+        if !b_k_contiguous && aligned(right.addr, ldb, right.batch_stride) {
             flags |= B_VECTOR;
         }
         if aligned(buffers.c_addr, g.ldc, g.stride_c) {
@@ -316,6 +312,7 @@ impl Sgemm {
         }
         Ok(SgemmPlan {
             variant,
+            operands: SgemmOperands::new(a_k_contiguous, b_k_contiguous),
             grid: (tiles as u32, 1, g.batch.min(MAX_GRID_Z) as u32),
             block: tile.threads(),
             smem_bytes: tile.smem_bytes(),
@@ -355,6 +352,8 @@ pub struct SgemmBuffers {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SgemmPlan {
     pub variant: SgemmVariant,
+    /// The canonical operands' layout: selects the entry point compiled for it.
+    pub operands: SgemmOperands,
     pub grid: (u32, u32, u32),
     pub block: u32,
     pub smem_bytes: u32,
@@ -449,7 +448,7 @@ impl Cukernels {
         if p.empty {
             return Ok(());
         }
-        let f = self.sgemm_function(p.variant)?;
+        let f = self.sgemm_function(p.variant, p.operands)?;
         let mut args = (p.a_addr, p.b_addr, p.c_addr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.stride_a, p.stride_b, p.stride_c, p.batch, p.flags, p.alpha, p.beta);
         let mut params: [*mut c_void; 16] = [
             &mut args.0 as *mut _ as *mut c_void,

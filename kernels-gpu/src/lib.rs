@@ -23,16 +23,13 @@ pub mod sgemm_config;
 pub mod device;
 
 pub use arch::{Arch, ArchLimits};
-pub use sgemm_config::{sgemm_config, SgemmArchConfig, SgemmTile, SgemmVariant, SGEMM_CONFIGS};
+pub use sgemm_config::{sgemm_config, sgemm_kernel, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, SGEMM_CONFIGS, SGEMM_KERNELS};
 
 /// Bits of the `flags` argument of every SGEMM entry point. The kernel always computes a
 /// row-major C (`C[i*ldc + j]`); the host maps column-major and transposed problems onto this
-/// canonical form, and these bits say how A and B are laid out in that form.
+/// canonical form, picks the entry point compiled for the operands' layout
+/// ([`SgemmOperands`]), and passes what is only known at run time in these bits.
 pub mod sgemm_flags {
-    /// A's element (i, p) is at `a[i*lda + p]` (k-contiguous); otherwise at `a[p*lda + i]`.
-    pub const A_K_CONTIGUOUS: u32 = 1 << 0;
-    /// B's element (p, j) is at `b[j*ldb + p]` (k-contiguous); otherwise at `b[p*ldb + j]`.
-    pub const B_K_CONTIGUOUS: u32 = 1 << 1;
     /// A's base, lda and batch stride are multiples of 4 floats (16 bytes): 16-byte copies.
     pub const A_VECTOR: u32 = 1 << 2;
     /// Same for B.

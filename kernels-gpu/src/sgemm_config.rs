@@ -74,17 +74,87 @@ impl SgemmVariant {
             SgemmVariant::Skinny => "skinny",
         }
     }
+}
 
-    /// The PTX entry point of this variant.
-    pub const fn entry_point(self) -> &'static str {
-        match self {
-            SgemmVariant::Huge => "cukernels_sgemm_huge",
-            SgemmVariant::Large => "cukernels_sgemm_large",
-            SgemmVariant::Medium => "cukernels_sgemm_medium",
-            SgemmVariant::Small => "cukernels_sgemm_small",
-            SgemmVariant::Skinny => "cukernels_sgemm_skinny",
+/// How the canonical A (`m × k`) and B (`k × n`) are stored: `N` means as a row-major
+/// product expects (A k-contiguous, B n-contiguous), `T` the transpose (A m-contiguous, B
+/// k-contiguous). Every variant is compiled once per combination, so the copy code has no
+/// run-time layout branches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SgemmOperands {
+    Nn,
+    Nt,
+    Tn,
+    Tt,
+}
+
+impl SgemmOperands {
+    pub const ALL: [SgemmOperands; 4] = [SgemmOperands::Nn, SgemmOperands::Nt, SgemmOperands::Tn, SgemmOperands::Tt];
+
+    pub const fn new(a_k_contiguous: bool, b_k_contiguous: bool) -> SgemmOperands {
+        match (a_k_contiguous, b_k_contiguous) {
+            (true, false) => SgemmOperands::Nn,
+            (true, true) => SgemmOperands::Nt,
+            (false, false) => SgemmOperands::Tn,
+            (false, true) => SgemmOperands::Tt,
         }
     }
+    /// A's element (i, p) is at `a[i·lda + p]`; otherwise at `a[p·lda + i]`.
+    pub const fn a_k_contiguous(self) -> bool {
+        matches!(self, SgemmOperands::Nn | SgemmOperands::Nt)
+    }
+    /// B's element (p, j) is at `b[j·ldb + p]`; otherwise at `b[p·ldb + j]`.
+    pub const fn b_k_contiguous(self) -> bool {
+        matches!(self, SgemmOperands::Nt | SgemmOperands::Tt)
+    }
+}
+
+/// One PTX entry point: a variant compiled for one operand layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SgemmKernel {
+    pub variant: SgemmVariant,
+    pub operands: SgemmOperands,
+    pub entry_point: &'static str,
+}
+
+/// Calls `$callback! { (entry_point, Variant, Operands), ... }` with every SGEMM entry point:
+/// the one list from which both the device crate defines its kernels and the host names them.
+#[macro_export]
+macro_rules! with_sgemm_kernels {
+    ($callback:ident) => {
+        $callback! {
+            (cukernels_sgemm_huge_nn, Huge, Nn), (cukernels_sgemm_huge_nt, Huge, Nt),
+            (cukernels_sgemm_huge_tn, Huge, Tn), (cukernels_sgemm_huge_tt, Huge, Tt),
+            (cukernels_sgemm_large_nn, Large, Nn), (cukernels_sgemm_large_nt, Large, Nt),
+            (cukernels_sgemm_large_tn, Large, Tn), (cukernels_sgemm_large_tt, Large, Tt),
+            (cukernels_sgemm_medium_nn, Medium, Nn), (cukernels_sgemm_medium_nt, Medium, Nt),
+            (cukernels_sgemm_medium_tn, Medium, Tn), (cukernels_sgemm_medium_tt, Medium, Tt),
+            (cukernels_sgemm_small_nn, Small, Nn), (cukernels_sgemm_small_nt, Small, Nt),
+            (cukernels_sgemm_small_tn, Small, Tn), (cukernels_sgemm_small_tt, Small, Tt),
+            (cukernels_sgemm_skinny_nn, Skinny, Nn), (cukernels_sgemm_skinny_nt, Skinny, Nt),
+            (cukernels_sgemm_skinny_tn, Skinny, Tn), (cukernels_sgemm_skinny_tt, Skinny, Tt)
+        }
+    };
+}
+
+macro_rules! kernel_table {
+    ($(($name:ident, $variant:ident, $operands:ident)),*) => {
+        /// Every SGEMM entry point of every PTX module.
+        pub const SGEMM_KERNELS: &[SgemmKernel] = &[$(SgemmKernel {
+            variant: SgemmVariant::$variant,
+            operands: SgemmOperands::$operands,
+            entry_point: stringify!($name),
+        }),*];
+    };
+}
+with_sgemm_kernels!(kernel_table);
+
+/// The entry point of `variant` for `operands`.
+pub fn sgemm_kernel(variant: SgemmVariant, operands: SgemmOperands) -> &'static SgemmKernel {
+    SGEMM_KERNELS
+        .iter()
+        .find(|k| k.variant == variant && k.operands == operands)
+        .expect("every (variant, operands) pair has an entry point")
 }
 
 /// One architecture's row of the SGEMM table.
@@ -251,12 +321,14 @@ const fn skinny(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
 pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
     // sm_70 (V100): no cp.async, so register double-buffering (stages = 2). 96 KB of shared
     // memory and 2048 threads per SM: two 256-thread `large` blocks (17 KB each at bk = 8) fit
-    // with room; bk = 8 keeps the register staging buffer at 4 floats per operand. Small-tile
+    // with room; bk = 8 keeps the register staging buffer at 4 floats per operand. `large`
+    // takes a 64×32 warp tile (lanes 8×4): with the 32×64 one, the staging buffer live across
+    // the FMAs needed two registers more than the 128 that two blocks per SM allow. Small-tile
     // occupancy is bounded by shared memory: 4 `medium` blocks of 17 KB, 8 `small` of 9 KB.
     SgemmArchConfig {
         arch: Arch::Sm70,
         huge: huge(8, 2),
-        large: large(8, 2),
+        large: tile(128, 128, 8, 8, 8, 8, 2, 2),
         medium: medium(16, 2, 4),
         small: small(16, 2, 8),
         skinny: skinny(32, 2, 4),

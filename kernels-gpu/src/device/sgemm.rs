@@ -49,8 +49,8 @@ use super::ptx::{
     grid_dim_z, shared_address, sync_threads, thread_idx_x,
 };
 use super::BUILD_CONFIG;
-use crate::sgemm_config::{sgemm_config, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD};
-use crate::sgemm_flags::{A_K_CONTIGUOUS, A_VECTOR, BETA_ZERO, B_K_CONTIGUOUS, B_VECTOR, C_VECTOR};
+use crate::sgemm_config::{sgemm_config, SgemmOperands, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD};
+use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
 
 const PAD: usize = SMEM_ROW_PAD as usize;
 
@@ -302,6 +302,8 @@ unsafe fn sgemm<
     const LM: usize,
     const STAGES: usize,
     const ASYNC: bool,
+    const A_K_CONTIGUOUS: bool,
+    const B_K_CONTIGUOUS: bool,
     const NT: usize,
     const EA: usize,
     const EB: usize,
@@ -353,8 +355,8 @@ unsafe fn sgemm<
         // loop, where they would hold registers the accumulators need.
         let copies = || {
             (
-                OperandCopy::new::<BM, BK, NT>(opaque(a_base), p.lda, flags & A_K_CONTIGUOUS != 0, flags & A_VECTOR != 0, opaque(m0), p.m, tid),
-                OperandCopy::new::<BN, BK, NT>(opaque(b_base), p.ldb, flags & B_K_CONTIGUOUS != 0, flags & B_VECTOR != 0, opaque(n0), p.n, tid),
+                OperandCopy::new::<BM, BK, NT>(opaque(a_base), p.lda, A_K_CONTIGUOUS, flags & A_VECTOR != 0, opaque(m0), p.m, tid),
+                OperandCopy::new::<BN, BK, NT>(opaque(b_base), p.ldb, B_K_CONTIGUOUS, flags & B_VECTOR != 0, opaque(n0), p.n, tid),
             )
         };
 
@@ -365,12 +367,14 @@ unsafe fn sgemm<
             let a_bytes = (a_stage_floats * 4) as u32;
             // Prologue: k-steps 0..STAGES-1 in flight, one commit group each (empty groups
             // keep the count uniform when k is short).
-            for s in 0..STAGES - 1 {
-                if (s as u32) < k_iters {
-                    let stage = smem_addr + s as u32 * stage_bytes;
+            // (`opaque` keeps this loop rolled: one copy of the copy code, not STAGES-1 copies
+            // scheduled together.)
+            for s in 0..opaque(STAGES as u32 - 1) {
+                if s < k_iters {
+                    let stage = smem_addr + s * stage_bytes;
                     let (a_copy, b_copy) = copies();
-                    a_copy.issue_async::<BM, BK, NT>(stage, s as u32 * BK as u32, p.k);
-                    b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, s as u32 * BK as u32, p.k);
+                    a_copy.issue_async::<BM, BK, NT>(stage, s * BK as u32, p.k);
+                    b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, s * BK as u32, p.k);
                 }
                 cp_async_commit();
             }
@@ -479,9 +483,9 @@ unsafe fn sgemm<
     }
 }
 
-/// Defines the PTX entry point of one variant with this build's config row.
+/// Defines the PTX entry point of one variant and operand layout with this build's config row.
 macro_rules! sgemm_entry {
-    ($name:ident, $variant:expr) => {
+    ($name:ident, $variant:expr, $operands:expr) => {
         /// SGEMM entry point (see the module docs). Arguments are validated by the host.
         ///
         /// # Safety
@@ -508,6 +512,7 @@ macro_rules! sgemm_entry {
         ) {
             const T: SgemmTile = sgemm_config(BUILD_CONFIG).tile($variant);
             const ASYNC: bool = BUILD_CONFIG.limits().has_cp_async;
+            const OPERANDS: SgemmOperands = $operands;
             let problem = Problem { a, b, c, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch, flags, alpha, beta };
             sgemm::<
                 { T.bm as usize },
@@ -518,6 +523,8 @@ macro_rules! sgemm_entry {
                 { T.lanes_m as usize },
                 { T.stages as usize },
                 ASYNC,
+                { OPERANDS.a_k_contiguous() },
+                { OPERANDS.b_k_contiguous() },
                 { T.threads() as usize },
                 { T.a_elems_per_thread() as usize },
                 { T.b_elems_per_thread() as usize },
@@ -526,8 +533,9 @@ macro_rules! sgemm_entry {
     };
 }
 
-sgemm_entry!(cukernels_sgemm_huge, SgemmVariant::Huge);
-sgemm_entry!(cukernels_sgemm_large, SgemmVariant::Large);
-sgemm_entry!(cukernels_sgemm_medium, SgemmVariant::Medium);
-sgemm_entry!(cukernels_sgemm_small, SgemmVariant::Small);
-sgemm_entry!(cukernels_sgemm_skinny, SgemmVariant::Skinny);
+macro_rules! define_entries {
+    ($(($name:ident, $variant:ident, $operands:ident)),*) => {
+        $(sgemm_entry!($name, SgemmVariant::$variant, SgemmOperands::$operands);)*
+    };
+}
+crate::with_sgemm_kernels!(define_entries);
