@@ -230,8 +230,8 @@ fn with_launch_bounds(ptx: &str, config: Arch) -> String {
         if let Some(rest) = line.strip_prefix(".visible .entry ") {
             let name = rest.split('(').next().unwrap_or("").trim();
             pending = SGEMM_KERNELS.iter().find(|k| k.entry_point == name).map(|k| {
-                let t = row.tile(k.variant);
-                format!(".maxntid {}, 1, 1\n.minnctapersm {}\n", t.threads(), t.blocks_per_sm)
+                let l = row.launch(k.variant);
+                format!(".maxntid {}, 1, 1\n.minnctapersm {}\n", l.threads, l.blocks_per_sm)
             });
         }
         if line.trim() == "{" {

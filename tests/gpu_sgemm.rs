@@ -314,3 +314,23 @@ fn invalid_arguments_are_errors_before_launch() {
     // C is untouched by every refused call.
     assert!(s.clone_dtoh(&c).unwrap().iter().all(|&v| v == 1.0));
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_m_every_row_count() {
+    let gpu = gpu();
+    let mut rng = rng("small_m");
+    let mut failures = Vec::new();
+    let rows: Vec<usize> = if quick() { vec![1, 3, 8, 9] } else { (1..=17).collect() };
+    for m in rows {
+        for layout in LAYOUTS {
+            for (ta, tb) in TRANSPOSES {
+                let g = Sgemm::new(m, 70, 301).layout(layout).transpose(ta, tb).batched(2).alpha_beta(0.5, -1.0);
+                let x = inputs(&g, &mut rng, (0, 1, 0));
+                let want = expected(&g, &x, &mut rng);
+                failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Gemv), Some(SgemmVariant::Skinny)]));
+            }
+        }
+    }
+    assert_all(failures);
+}

@@ -87,8 +87,14 @@ fn main() {
 
 fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
     let stream = ctx.default_stream();
+    // Another architecture's config runs as its PTX when the device can load that, else as
+    // the build of that config for the device's own target (the config probes).
     let kernels = match o.config {
-        Some(config) => Cukernels::with_config(ctx, config, config),
+        Some(config) => {
+            let (major, minor) = ctx.compute_capability().unwrap();
+            let device = Arch::for_compute_capability(major as u32, minor as u32, &Arch::ALL).unwrap_or(Arch::Sm70);
+            Cukernels::with_config(ctx, config.min(device), config)
+        }
         None => Cukernels::new(ctx),
     }
     .unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"));

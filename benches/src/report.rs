@@ -12,7 +12,7 @@ pub fn config_table() -> String {
     writeln!(s, "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8}", "arch", "variant", "block", "thread", "warp", "threads", "stages", "smem B", "blk/SM", "pipeline").unwrap();
     for arch in Arch::ALL {
         let row = sgemm_config(arch);
-        for v in SgemmVariant::ALL {
+        for v in SgemmVariant::TILED {
             let t = row.tile(v);
             writeln!(
                 s,
@@ -30,6 +30,22 @@ pub fn config_table() -> String {
             )
             .unwrap();
         }
+        let g = row.gemv;
+        writeln!(
+            s,
+            "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8}",
+            arch.name(),
+            "gemv",
+            format!("<={}x{}xk", cukernels::GEMV_MAX_M, cukernels::GEMV_COLUMNS),
+            "-",
+            format!("k/{}", g.warps),
+            g.threads(),
+            format!("u{}", g.unroll),
+            g.smem_bytes(),
+            g.blocks_per_sm,
+            "stream"
+        )
+        .unwrap();
     }
     s
 }

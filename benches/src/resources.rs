@@ -115,7 +115,7 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &EmbeddedPtx) -> Result<Vec<Kern
     for kernel in SGEMM_KERNELS {
         let section = function_section(&log, kernel.entry_point)
             .ok_or_else(|| format!("ptxas output has no entry `{}` for {}:\n{log}", kernel.entry_point, module.target))?;
-        let tile = row.tile(kernel.variant);
+        let launch = row.launch(kernel.variant);
         kernels.push(KernelResources {
             target: module.target,
             config: module.config,
@@ -126,9 +126,9 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &EmbeddedPtx) -> Result<Vec<Kern
             spill_stores: number_before(section, " bytes spill stores").unwrap_or(0),
             spill_loads: number_before(section, " bytes spill loads").unwrap_or(0),
             static_smem: number_before(section, " bytes smem").unwrap_or(0),
-            dynamic_smem: tile.smem_bytes(),
-            threads: tile.threads(),
-            designed_blocks_per_sm: tile.blocks_per_sm,
+            dynamic_smem: launch.smem_bytes,
+            threads: launch.threads,
+            designed_blocks_per_sm: launch.blocks_per_sm,
         });
     }
     let _ = std::fs::remove_dir_all(&dir);

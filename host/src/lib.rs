@@ -35,8 +35,8 @@ pub mod sgemm;
 
 pub use cudarc;
 pub use cukernels_gpu::{
-    sgemm_config, sgemm_kernel, Arch, ArchLimits, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, SGEMM_CONFIGS,
-    SGEMM_KERNELS,
+    sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
+    SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, SGEMM_CONFIGS, SGEMM_KERNELS,
 };
 pub use error::{Error, Result};
 pub use runtime::{device_context, Cukernels};

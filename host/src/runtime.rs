@@ -103,7 +103,7 @@ impl Cukernels {
             let f = module.load_function(kernel.entry_point)?;
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                row.tile(kernel.variant).smem_bytes() as i32,
+                row.launch(kernel.variant).smem_bytes as i32,
             )?;
             // Ask for the largest shared-memory carveout so `blocks_per_sm` blocks fit.
             f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;

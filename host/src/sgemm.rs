@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::runtime::Cukernels;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
-use cukernels_gpu::{SgemmArchConfig, SgemmOperands, SgemmVariant};
+use cukernels_gpu::{SgemmArchConfig, SgemmOperands, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M};
 use std::ffi::c_void;
 
 /// Storage order of all three matrices.
@@ -305,17 +305,24 @@ impl Sgemm {
         }
 
         let variant = variant.unwrap_or_else(|| choose_variant(cm, cn, g.batch, row, sm_count));
-        let tile = row.tile(variant);
-        let tiles = (cm.div_ceil(tile.bm as usize) as u64) * (cn.div_ceil(tile.bn as usize) as u64);
-        if tiles > MAX_GRID_X {
-            return Err(Error::invalid("m", g.m, format!("m × n needs {tiles} tiles of {}×{}, more than one grid holds", tile.bm, tile.bn)));
+        let launch = row.launch(variant);
+        let (grid_x, what) = match variant {
+            SgemmVariant::Gemv => (cn.div_ceil(GEMV_COLUMNS as usize) as u64, format!("n needs blocks of {GEMV_COLUMNS} columns")),
+            _ => {
+                let tile = row.tile(variant);
+                let tiles = (cm.div_ceil(tile.bm as usize) as u64) * (cn.div_ceil(tile.bn as usize) as u64);
+                (tiles, format!("m × n needs {tiles} tiles of {}×{}", tile.bm, tile.bn))
+            }
+        };
+        if grid_x > MAX_GRID_X {
+            return Err(Error::invalid("m", g.m, format!("{what}, more than one grid holds")));
         }
         Ok(SgemmPlan {
             variant,
             operands: SgemmOperands::new(a_k_contiguous, b_k_contiguous),
-            grid: (tiles as u32, 1, g.batch.min(MAX_GRID_Z) as u32),
-            block: tile.threads(),
-            smem_bytes: tile.smem_bytes(),
+            grid: (grid_x as u32, 1, g.batch.min(MAX_GRID_Z) as u32),
+            block: launch.threads,
+            smem_bytes: launch.smem_bytes,
             a_addr: left.addr,
             b_addr: right.addr,
             c_addr: buffers.c_addr,
@@ -377,31 +384,40 @@ pub struct SgemmPlan {
     pub empty: bool,
 }
 
-/// Relative throughput per SM of each variant on a large problem (the `large` tile = 1.0).
-/// Used only to compare variants; measured on an H200 (see benches/results/), assumed for the
-/// other architectures until measured there.
+/// Relative throughput of each variant, as the dispatcher's cost model sees it (`large` =
+/// 1.0). Fitted to the H200 sweep of `cukernels-bench` (2026-11-30: with these values the
+/// dispatcher picked the fastest variant on every shape of the sweep); assumed for the other
+/// architectures until measured there. They are not raw full-load speeds: `skinny` (16×64
+/// tiles) beats `small` (32×32) on small problems, where per-block latency matters more than
+/// FMA throughput, which this single number absorbs.
 fn variant_efficiency(v: SgemmVariant) -> f64 {
     match v {
-        SgemmVariant::Huge => 1.05,
+        SgemmVariant::Huge => 1.0,
         SgemmVariant::Large => 1.0,
-        SgemmVariant::Medium => 0.75,
-        SgemmVariant::Small => 0.45,
-        SgemmVariant::Skinny => 0.3,
+        SgemmVariant::Medium => 0.7,
+        SgemmVariant::Small => 0.4,
+        SgemmVariant::Skinny => 0.5,
+        SgemmVariant::Gemv => 0.0, // never costed: chosen by its rule
     }
 }
 
-/// The dispatcher. For `m ≤ 16` the problem is memory-bound on B and `skinny` (16-row tiles)
-/// wastes the least. Otherwise each of `huge`, `large`, `medium`, `small` gets an estimated
-/// time: the work of the busiest SM, `ceil(tiles / SMs)` blocks of `bm × bn` outputs each,
-/// divided by the variant's measured efficiency (`variant_efficiency`). Counting whole tiles
-/// charges the partial tiles at the edges; counting the busiest SM charges the idle SMs of a
-/// grid that does not divide evenly. The lowest estimate wins; ties go to the bigger tile.
+/// The dispatcher. For `m ≤ GEMV_MAX_M` (8) the problem is a few matrix-vector products bound
+/// by streaming B, and `gemv` streams it; for `m ≤ 16`, `skinny` (16-row tiles) wastes the
+/// least. Otherwise every block-tile variant gets an estimated time: the work of the busiest
+/// SM, `ceil(tiles / SMs)` blocks of `bm × bn` outputs each, divided by the variant's
+/// efficiency (`variant_efficiency`). Counting whole tiles charges the partial tiles at the
+/// edges; counting the busiest SM charges the idle SMs of a grid that does not divide evenly.
+/// The lowest estimate wins; ties go to the bigger tile. `cukernels-bench` reports, per
+/// shape, how far this choice is from the fastest variant (dispatch regret).
 pub fn choose_variant(m: usize, n: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmVariant {
+    if m <= GEMV_MAX_M as usize {
+        return SgemmVariant::Gemv;
+    }
     if m <= row.skinny.bm as usize {
         return SgemmVariant::Skinny;
     }
     let mut best = (f64::INFINITY, SgemmVariant::Large);
-    for v in [SgemmVariant::Huge, SgemmVariant::Large, SgemmVariant::Medium, SgemmVariant::Small] {
+    for v in SgemmVariant::TILED {
         let t = row.tile(v);
         let tiles = (m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize)) as f64 * batch.max(1) as f64;
         let per_sm = (tiles / sm_count.max(1) as f64).ceil();

@@ -23,7 +23,10 @@ pub mod sgemm_config;
 pub mod device;
 
 pub use arch::{Arch, ArchLimits};
-pub use sgemm_config::{sgemm_config, sgemm_kernel, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, SGEMM_CONFIGS, SGEMM_KERNELS};
+pub use sgemm_config::{
+    sgemm_config, sgemm_kernel, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,
+    GEMV_MAX_M, SGEMM_CONFIGS, SGEMM_KERNELS,
+};
 
 /// Bits of the `flags` argument of every SGEMM entry point. The kernel always computes a
 /// row-major C (`C[i*ldc + j]`); the host maps column-major and transposed problems onto this

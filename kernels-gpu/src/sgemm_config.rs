@@ -52,12 +52,26 @@ pub enum SgemmVariant {
     Medium,
     /// For small matrices (batched 64³ and the like).
     Small,
-    /// For very few rows of C (m ≤ 16): a memory-bound, GEMV-like shape.
+    /// For few rows of C (m ≤ 16): 16-row tiles.
     Skinny,
+    /// For at most [`GEMV_MAX_M`] rows of C: not a tile kernel but a streaming one (one column
+    /// of C per lane, k split across the warps of a block), bound by reading B once at full
+    /// memory bandwidth. Larger m runs in groups of `GEMV_MAX_M` rows (correct, not fast).
+    Gemv,
 }
 
 impl SgemmVariant {
-    pub const ALL: [SgemmVariant; 5] = [
+    /// Every variant.
+    pub const ALL: [SgemmVariant; 6] = [
+        SgemmVariant::Huge,
+        SgemmVariant::Large,
+        SgemmVariant::Medium,
+        SgemmVariant::Small,
+        SgemmVariant::Skinny,
+        SgemmVariant::Gemv,
+    ];
+    /// The variants that are block-tile kernels (they have an [`SgemmTile`]).
+    pub const TILED: [SgemmVariant; 5] = [
         SgemmVariant::Huge,
         SgemmVariant::Large,
         SgemmVariant::Medium,
@@ -72,6 +86,7 @@ impl SgemmVariant {
             SgemmVariant::Medium => "medium",
             SgemmVariant::Small => "small",
             SgemmVariant::Skinny => "skinny",
+            SgemmVariant::Gemv => "gemv",
         }
     }
 }
@@ -132,7 +147,9 @@ macro_rules! with_sgemm_kernels {
             (cukernels_sgemm_small_nn, Small, Nn), (cukernels_sgemm_small_nt, Small, Nt),
             (cukernels_sgemm_small_tn, Small, Tn), (cukernels_sgemm_small_tt, Small, Tt),
             (cukernels_sgemm_skinny_nn, Skinny, Nn), (cukernels_sgemm_skinny_nt, Skinny, Nt),
-            (cukernels_sgemm_skinny_tn, Skinny, Tn), (cukernels_sgemm_skinny_tt, Skinny, Tt)
+            (cukernels_sgemm_skinny_tn, Skinny, Tn), (cukernels_sgemm_skinny_tt, Skinny, Tt),
+            (cukernels_sgemm_gemv_nn, Gemv, Nn), (cukernels_sgemm_gemv_nt, Gemv, Nt),
+            (cukernels_sgemm_gemv_tn, Gemv, Tn), (cukernels_sgemm_gemv_tt, Gemv, Tt)
         }
     };
 }
@@ -166,9 +183,20 @@ pub struct SgemmArchConfig {
     pub medium: SgemmTile,
     pub small: SgemmTile,
     pub skinny: SgemmTile,
+    pub gemv: GemvConfig,
+}
+
+/// What a launch of one variant needs, whatever its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    pub threads: u32,
+    pub smem_bytes: u32,
+    /// Designed occupancy: becomes the kernel's launch bound.
+    pub blocks_per_sm: u32,
 }
 
 impl SgemmArchConfig {
+    /// The tile of a block-tile variant (every variant but [`SgemmVariant::Gemv`]).
     pub const fn tile(&self, variant: SgemmVariant) -> SgemmTile {
         match variant {
             SgemmVariant::Huge => self.huge,
@@ -176,7 +204,66 @@ impl SgemmArchConfig {
             SgemmVariant::Medium => self.medium,
             SgemmVariant::Small => self.small,
             SgemmVariant::Skinny => self.skinny,
+            SgemmVariant::Gemv => panic!("gemv is not a block-tile kernel"),
         }
+    }
+
+    /// Threads, shared memory and designed blocks per SM of any variant.
+    pub const fn launch(&self, variant: SgemmVariant) -> LaunchShape {
+        match variant {
+            SgemmVariant::Gemv => LaunchShape {
+                threads: self.gemv.threads(),
+                smem_bytes: self.gemv.smem_bytes(),
+                blocks_per_sm: self.gemv.blocks_per_sm,
+            },
+            _ => {
+                let t = self.tile(variant);
+                LaunchShape { threads: t.threads(), smem_bytes: t.smem_bytes(), blocks_per_sm: t.blocks_per_sm }
+            }
+        }
+    }
+}
+
+/// Most rows of C one pass of the `gemv` kernel computes (its accumulators per lane).
+pub const GEMV_MAX_M: u32 = 8;
+/// Columns of C per `gemv` block: one per lane of a warp.
+pub const GEMV_COLUMNS: u32 = 32;
+
+/// The `gemv` kernel's config: `warps` split k among themselves, each keeping `unroll` loads
+/// of B in flight; the partial sums meet in shared memory at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemvConfig {
+    pub warps: u32,
+    pub unroll: u32,
+    pub blocks_per_sm: u32,
+}
+
+impl GemvConfig {
+    pub const fn threads(&self) -> u32 {
+        self.warps * 32
+    }
+    /// The partial sums of every warp: `warps × GEMV_MAX_M × 32` floats.
+    pub const fn smem_bytes(&self) -> u32 {
+        self.warps * GEMV_MAX_M * GEMV_COLUMNS * 4
+    }
+    pub const fn check(&self, arch: Arch) -> Result<(), &'static str> {
+        let l = arch.limits();
+        if self.warps < GEMV_MAX_M || self.threads() > 1024 {
+            return Err("gemv: GEMV_MAX_M to 32 warps per block (warp i finalizes row i)");
+        }
+        if self.unroll == 0 || self.unroll > 16 {
+            return Err("gemv: unroll 1..=16");
+        }
+        if self.blocks_per_sm == 0 || self.threads() * self.blocks_per_sm > l.max_threads_per_sm {
+            return Err("gemv: blocks_per_sm x threads exceeds the threads an SM can hold");
+        }
+        if self.blocks_per_sm * (self.smem_bytes() + l.reserved_smem_per_block) > l.smem_per_sm {
+            return Err("gemv: blocks_per_sm x shared memory exceeds the SM's shared memory");
+        }
+        if l.regs_per_sm / (self.threads() * self.blocks_per_sm) < 32 + GEMV_MAX_M + self.unroll {
+            return Err("gemv: register budget below what the accumulators and loads in flight need");
+        }
+        Ok(())
     }
 }
 
@@ -317,6 +404,12 @@ const fn skinny(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
     tile(16, 64, bk, 4, 4, 4, stages, blocks_per_sm)
 }
 
+/// `gemv` on every architecture: 16 warps (512 threads) with 8 loads of B in flight each keep
+/// 16 × 8 × 128 B = 16 KB in flight per block. One block per SM leaves 128 registers a thread,
+/// which the up to 8 × 8 broadcast values of A loaded ahead of their FMAs need (at 2 blocks,
+/// 64 registers, ptxas spilled).
+const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 8, blocks_per_sm: 1 };
+
 /// The SGEMM table, one row per architecture, in [`Arch::ALL`] order.
 pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
     // sm_70 (V100): no cp.async, so register double-buffering (stages = 2). 96 KB of shared
@@ -332,6 +425,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 2, 4),
         small: small(16, 2, 8),
         skinny: skinny(32, 2, 4),
+        gemv: GEMV,
     },
     // sm_75 (T4): no cp.async; only 64 KB of shared memory and 1024 threads per SM, so at most
     // 4 blocks of 256 threads: `large` at two blocks (128 registers each) is the sweet spot;
@@ -343,6 +437,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 2, 3),
         small: small(16, 2, 6),
         skinny: skinny(32, 2, 2),
+        gemv: GEMV,
     },
     // sm_80 (A100): cp.async, 164 KB per SM. `large` with 4 stages of bk = 16 takes 68 KB, so
     // two blocks fit (136 KB); deeper pipelines hide A100's longer HBM latency.
@@ -353,6 +448,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 4, 4),
         small: small(16, 4, 8),
         skinny: skinny(32, 4, 3),
+        gemv: GEMV,
     },
     // sm_86 (RTX 30 / A10): only 100 KB of shared memory and 1536 threads per SM. Two `large`
     // blocks must share 100 KB, so 3 stages of bk = 8 (25 KB each).
@@ -363,6 +459,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 3, 3),
         small: small(16, 3, 6),
         skinny: skinny(32, 3, 2),
+        gemv: GEMV,
     },
     // sm_89 (RTX 40 / L4 / L40): same shared-memory and thread budget as sm_86, and the same
     // 128 FP32 lanes per SM, so the same tiles.
@@ -373,6 +470,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 3, 3),
         small: small(16, 3, 6),
         skinny: skinny(32, 3, 2),
+        gemv: GEMV,
     },
     // sm_90 (H100 / H200): 228 KB per SM, 132 SMs. Deep pipelines are affordable: `large`
     // keeps 4 stages (68 KB) at two blocks per SM; `skinny` keeps 6 stages of 32-deep k-steps
@@ -384,16 +482,18 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 4, 6),
         small: small(16, 4, 8),
         skinny: skinny(32, 6, 3),
+        gemv: GEMV,
     },
     // sm_100 (B200): same shared memory, thread and register budget per SM as sm_90, and the
     // same FP32 path, so the sm_90 tiles (not yet measured on a B200).
     SgemmArchConfig {
         arch: Arch::Sm100,
-        huge: huge(16, 3),
+        huge: huge(32, 3),
         large: large(16, 4),
         medium: medium(16, 4, 6),
         small: small(16, 4, 8),
         skinny: skinny(32, 6, 3),
+        gemv: GEMV,
     },
     // sm_120 (RTX 50): the sm_86/89 budget (100 KB, 1536 threads). The field report on cuBLAS
     // reaching 68% of FMA throughput there asks for a row of its own: same budget reasoning as
@@ -405,6 +505,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 3, 3),
         small: small(16, 3, 6),
         skinny: skinny(32, 3, 2),
+        gemv: GEMV,
     },
 ];
 
@@ -427,11 +528,14 @@ const _: () = {
         let row = &SGEMM_CONFIGS[i];
         assert!(row.arch as u8 == Arch::ALL[i] as u8, "SGEMM_CONFIGS must follow Arch::ALL order");
         let mut v = 0;
-        while v < SgemmVariant::ALL.len() {
-            if let Err(why) = row.tile(SgemmVariant::ALL[v]).check(row.arch) {
+        while v < SgemmVariant::TILED.len() {
+            if let Err(why) = row.tile(SgemmVariant::TILED[v]).check(row.arch) {
                 panic!("{}", why);
             }
             v += 1;
+        }
+        if let Err(why) = row.gemv.check(row.arch) {
+            panic!("{}", why);
         }
         i += 1;
     }

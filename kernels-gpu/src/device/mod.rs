@@ -4,6 +4,7 @@
 //! (set by `host/build.rs`); it is independent of `-C target-cpu`, so the sm_100 and sm_120
 //! rows can also be compiled for an sm_90 target and tested on an H200.
 
+mod gemv;
 pub mod ptx;
 pub mod sgemm;
 

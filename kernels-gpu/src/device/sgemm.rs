@@ -49,7 +49,8 @@ use super::ptx::{
     grid_dim_z, shared_address, sync_threads, thread_idx_x,
 };
 use super::BUILD_CONFIG;
-use crate::sgemm_config::{sgemm_config, SgemmOperands, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD};
+use super::gemv::gemv;
+use crate::sgemm_config::{sgemm_config, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD};
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
 
 const PAD: usize = SMEM_ROW_PAD as usize;
@@ -61,23 +62,23 @@ struct Float4([f32; 4]);
 
 /// The canonical problem of one launch (see the module docs).
 #[derive(Clone, Copy)]
-struct Problem {
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    m: u32,
-    n: u32,
-    k: u32,
-    lda: u64,
-    ldb: u64,
-    ldc: u64,
-    stride_a: u64,
-    stride_b: u64,
-    stride_c: u64,
-    batch: u32,
-    flags: u32,
-    alpha: f32,
-    beta: f32,
+pub(super) struct Problem {
+    pub(super) a: *const f32,
+    pub(super) b: *const f32,
+    pub(super) c: *mut f32,
+    pub(super) m: u32,
+    pub(super) n: u32,
+    pub(super) k: u32,
+    pub(super) lda: u64,
+    pub(super) ldb: u64,
+    pub(super) ldc: u64,
+    pub(super) stride_a: u64,
+    pub(super) stride_b: u64,
+    pub(super) stride_c: u64,
+    pub(super) batch: u32,
+    pub(super) flags: u32,
+    pub(super) alpha: f32,
+    pub(super) beta: f32,
 }
 
 /// How one thread copies its units of one operand tile (`MN × BK`, MN = BM for A, BN for B).
@@ -483,9 +484,39 @@ unsafe fn sgemm<
     }
 }
 
-/// Defines the PTX entry point of one variant and operand layout with this build's config row.
+/// Defines the PTX entry point of one variant and operand layout with this build's config row:
+/// the `gemv` kernel for [`SgemmVariant::Gemv`], the block-tile kernel for the others.
 macro_rules! sgemm_entry {
-    ($name:ident, $variant:expr, $operands:expr) => {
+    ($name:ident, Gemv, $operands:ident) => {
+        sgemm_entry!(@signature $name, |problem| {
+            const G: GemvConfig = sgemm_config(BUILD_CONFIG).gemv;
+            const OPERANDS: SgemmOperands = SgemmOperands::$operands;
+            gemv::<{ G.warps as usize }, { G.unroll as usize }, { OPERANDS.a_k_contiguous() }, { OPERANDS.b_k_contiguous() }>(&problem)
+        });
+    };
+    ($name:ident, $variant:ident, $operands:ident) => {
+        sgemm_entry!(@signature $name, |problem| {
+            const T: SgemmTile = sgemm_config(BUILD_CONFIG).tile(SgemmVariant::$variant);
+            const ASYNC: bool = BUILD_CONFIG.limits().has_cp_async;
+            const OPERANDS: SgemmOperands = SgemmOperands::$operands;
+            sgemm::<
+                { T.bm as usize },
+                { T.bn as usize },
+                { T.bk as usize },
+                { T.tm as usize },
+                { T.tn as usize },
+                { T.lanes_m as usize },
+                { T.stages as usize },
+                ASYNC,
+                { OPERANDS.a_k_contiguous() },
+                { OPERANDS.b_k_contiguous() },
+                { T.threads() as usize },
+                { T.a_elems_per_thread() as usize },
+                { T.b_elems_per_thread() as usize },
+            >(&problem)
+        });
+    };
+    (@signature $name:ident, |$problem:ident| $body:block) => {
         /// SGEMM entry point (see the module docs). Arguments are validated by the host.
         ///
         /// # Safety
@@ -510,32 +541,15 @@ macro_rules! sgemm_entry {
             alpha: f32,
             beta: f32,
         ) {
-            const T: SgemmTile = sgemm_config(BUILD_CONFIG).tile($variant);
-            const ASYNC: bool = BUILD_CONFIG.limits().has_cp_async;
-            const OPERANDS: SgemmOperands = $operands;
-            let problem = Problem { a, b, c, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch, flags, alpha, beta };
-            sgemm::<
-                { T.bm as usize },
-                { T.bn as usize },
-                { T.bk as usize },
-                { T.tm as usize },
-                { T.tn as usize },
-                { T.lanes_m as usize },
-                { T.stages as usize },
-                ASYNC,
-                { OPERANDS.a_k_contiguous() },
-                { OPERANDS.b_k_contiguous() },
-                { T.threads() as usize },
-                { T.a_elems_per_thread() as usize },
-                { T.b_elems_per_thread() as usize },
-            >(&problem)
+            let $problem = Problem { a, b, c, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch, flags, alpha, beta };
+            $body
         }
     };
 }
 
 macro_rules! define_entries {
     ($(($name:ident, $variant:ident, $operands:ident)),*) => {
-        $(sgemm_entry!($name, SgemmVariant::$variant, SgemmOperands::$operands);)*
+        $(sgemm_entry!($name, $variant, $operands);)*
     };
 }
 crate::with_sgemm_kernels!(define_entries);
