@@ -404,11 +404,14 @@ const fn skinny(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
     tile(16, 64, bk, 4, 4, 4, stages, blocks_per_sm)
 }
 
-/// `gemv` on every architecture: 16 warps (512 threads) with 8 loads of B in flight each keep
-/// 16 × 8 × 128 B = 16 KB in flight per block. One block per SM leaves 128 registers a thread,
-/// which the up to 8 × 8 broadcast values of A loaded ahead of their FMAs need (at 2 blocks,
-/// 64 registers, ptxas spilled).
-const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 8, blocks_per_sm: 1 };
+/// `gemv` on sm_90 and sm_100: 16 warps (512 threads) with 8 loads of B in flight each keep
+/// 16 × 8 × 128 B = 16 KB in flight per block for HBM3/HBM3e. One block per SM leaves 128
+/// registers a thread, which the up to 8 × 8 broadcast values of A loaded ahead of their FMAs
+/// need (at 2 blocks, 64 registers, ptxas spilled).
+const GEMV_HBM3: GemvConfig = GemvConfig { warps: 16, unroll: 8, blocks_per_sm: 1 };
+/// `gemv` elsewhere: 4 loads in flight per warp; with 8, ptxas for these targets spilled at
+/// 128 registers, and their lower memory bandwidth needs fewer bytes in flight.
+const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 4, blocks_per_sm: 1 };
 
 /// The SGEMM table, one row per architecture, in [`Arch::ALL`] order.
 pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
@@ -482,7 +485,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 4, 6),
         small: small(16, 4, 8),
         skinny: skinny(32, 6, 3),
-        gemv: GEMV,
+        gemv: GEMV_HBM3,
     },
     // sm_100 (B200): same shared memory, thread and register budget per SM as sm_90, and the
     // same FP32 path, so the sm_90 tiles (not yet measured on a B200).
@@ -493,7 +496,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 4, 6),
         small: small(16, 4, 8),
         skinny: skinny(32, 6, 3),
-        gemv: GEMV,
+        gemv: GEMV_HBM3,
     },
     // sm_120 (RTX 50): the sm_86/89 budget (100 KB, 1536 threads). The field report on cuBLAS
     // reaching 68% of FMA throughput there asks for a row of its own: same budget reasoning as
