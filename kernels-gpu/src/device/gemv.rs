@@ -45,6 +45,9 @@ struct Slice {
 }
 
 /// The `M` partial dot products of one lane over its warp's k slice.
+// Index loops (not iterator chains): with constant bounds LLVM unrolls them completely, which
+// keeps `acc` in registers; `iter().enumerate().take(M)` left it in local memory.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn partial_dots<const M: usize, const UNROLL: usize, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: bool>(
     s: &Slice,
@@ -64,21 +67,21 @@ unsafe fn partial_dots<const M: usize, const UNROLL: usize, const A_K_CONTIGUOUS
         // All loads of B first, so UNROLL of them are in flight together.
         let mut b = [0.0f32; UNROLL];
         if s.col_ok {
-            for (u, v) in b.iter_mut().enumerate() {
-                *v = b_at(q + u as u32);
+            for u in 0..UNROLL {
+                b[u] = b_at(q + u as u32);
             }
         }
-        for (u, &bv) in b.iter().enumerate() {
-            for (i, a) in acc.iter_mut().enumerate().take(M) {
-                *a = fma(a_at(i, q + u as u32), bv, *a);
+        for u in 0..UNROLL {
+            for i in 0..M {
+                acc[i] = fma(a_at(i, q + u as u32), b[u], acc[i]);
             }
         }
         q += UNROLL as u32;
     }
     while q < s.k_end {
         let bv = if s.col_ok { b_at(q) } else { 0.0 };
-        for (i, a) in acc.iter_mut().enumerate().take(M) {
-            *a = fma(a_at(i, q), bv, *a);
+        for i in 0..M {
+            acc[i] = fma(a_at(i, q), bv, acc[i]);
         }
         q += 1;
     }
