@@ -40,7 +40,7 @@ pub fn config_table() -> String {
             "-",
             format!("k/{}", g.warps),
             g.threads(),
-            format!("u{}", g.unroll),
+            format!("u{}/{}", g.unroll, g.unroll_narrow),
             g.smem_bytes(),
             g.blocks_per_sm,
             "stream"

@@ -401,20 +401,17 @@ fn variant_efficiency(v: SgemmVariant) -> f64 {
     }
 }
 
-/// The dispatcher. For `m ≤ GEMV_MAX_M` (8) the problem is a few matrix-vector products bound
-/// by streaming B, and `gemv` streams it; for `m ≤ 16`, `skinny` (16-row tiles) wastes the
-/// least. Otherwise every block-tile variant gets an estimated time: the work of the busiest
+/// The dispatcher. For `m ≤ 2·GEMV_MAX_M` (16) the problem is a few matrix-vector products
+/// bound by streaming B, and `gemv` streams it (in one or two passes; measured faster than the
+/// 16-row `skinny` tiles at m = 16 on the H200). Otherwise every block-tile variant gets an estimated time: the work of the busiest
 /// SM, `ceil(tiles / SMs)` blocks of `bm × bn` outputs each, divided by the variant's
 /// efficiency (`variant_efficiency`). Counting whole tiles charges the partial tiles at the
 /// edges; counting the busiest SM charges the idle SMs of a grid that does not divide evenly.
 /// The lowest estimate wins; ties go to the bigger tile. `cukernels-bench` reports, per
 /// shape, how far this choice is from the fastest variant (dispatch regret).
 pub fn choose_variant(m: usize, n: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmVariant {
-    if m <= GEMV_MAX_M as usize {
+    if m <= 2 * GEMV_MAX_M as usize {
         return SgemmVariant::Gemv;
-    }
-    if m <= row.skinny.bm as usize {
-        return SgemmVariant::Skinny;
     }
     let mut best = (f64::INFINITY, SgemmVariant::Large);
     for v in SgemmVariant::TILED {

@@ -234,7 +234,10 @@ pub const GEMV_COLUMNS: u32 = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemvConfig {
     pub warps: u32,
+    /// Loads of B in flight per lane when m ≥ 3 (each needs m values of A beside it).
     pub unroll: u32,
+    /// Loads in flight per lane for m ≤ 2, where registers allow more.
+    pub unroll_narrow: u32,
     pub blocks_per_sm: u32,
 }
 
@@ -251,8 +254,8 @@ impl GemvConfig {
         if self.warps < GEMV_MAX_M || self.threads() > 1024 {
             return Err("gemv: GEMV_MAX_M to 32 warps per block (warp i finalizes row i)");
         }
-        if self.unroll == 0 || self.unroll > 16 {
-            return Err("gemv: unroll 1..=16");
+        if self.unroll == 0 || self.unroll > 16 || self.unroll_narrow < self.unroll || self.unroll_narrow > 32 {
+            return Err("gemv: unroll 1..=16, unroll_narrow unroll..=32");
         }
         if self.blocks_per_sm == 0 || self.threads() * self.blocks_per_sm > l.max_threads_per_sm {
             return Err("gemv: blocks_per_sm x threads exceeds the threads an SM can hold");
@@ -404,14 +407,15 @@ const fn skinny(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
     tile(16, 64, bk, 4, 4, 4, stages, blocks_per_sm)
 }
 
-/// `gemv` on sm_90 and sm_100: 16 warps (512 threads) with 8 loads of B in flight each keep
-/// 16 × 8 × 128 B = 16 KB in flight per block for HBM3/HBM3e. One block per SM leaves 128
+/// `gemv` on sm_90 and sm_100: 16 warps (512 threads) with 8 loads of B in flight each (16
+/// for m ≤ 2) keep 16 to 32 KB in flight per block for HBM3/HBM3e. One block per SM leaves 128
 /// registers a thread, which the up to 8 × 8 broadcast values of A loaded ahead of their FMAs
 /// need (at 2 blocks, 64 registers, ptxas spilled).
-const GEMV_HBM3: GemvConfig = GemvConfig { warps: 16, unroll: 8, blocks_per_sm: 1 };
-/// `gemv` elsewhere: 4 loads in flight per warp; with 8, ptxas for these targets spilled at
-/// 128 registers, and their lower memory bandwidth needs fewer bytes in flight.
-const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 4, blocks_per_sm: 1 };
+const GEMV_HBM3: GemvConfig = GemvConfig { warps: 16, unroll: 8, unroll_narrow: 16, blocks_per_sm: 1 };
+/// `gemv` elsewhere: 4 loads in flight per warp (8 for m ≤ 2); with 8 at m = 8, ptxas for
+/// these targets spilled at 128 registers, and their lower memory bandwidth needs fewer bytes
+/// in flight.
+const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 4, unroll_narrow: 8, blocks_per_sm: 1 };
 
 /// The SGEMM table, one row per architecture, in [`Arch::ALL`] order.
 pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
@@ -491,7 +495,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
     // same FP32 path, so the sm_90 tiles (not yet measured on a B200).
     SgemmArchConfig {
         arch: Arch::Sm100,
-        huge: huge(32, 3),
+        huge: tile(128, 256, 16, 8, 16, 8, 3, 1),
         large: large(16, 4),
         medium: medium(16, 4, 6),
         small: small(16, 4, 8),

@@ -10,8 +10,8 @@
 //!   floats of a row of B (one 128-byte line) when B is n-contiguous. When B is k-contiguous
 //!   each lane walks its own column, 32 bytes per `UNROLL` steps, and L1 merges the lines.
 //! - **k**: the `WARPS` warps of a block split k into contiguous slices. Each warp keeps
-//!   `UNROLL` independent loads of B in flight per lane, so a block has
-//!   `WARPS × UNROLL × 128` bytes in flight: enough, with a few blocks per SM, to cover memory
+//!   `UNROLL` independent loads of B in flight per lane (`UNROLL_NARROW` for m ≤ 2, where
+//!   fewer values of A need registers), so a block has `WARPS × UNROLL × 128` bytes in flight: enough, with a few blocks per SM, to cover memory
 //!   latency (Little's law) without split-k across blocks (which would need a workspace or
 //!   atomics, and lose determinism).
 //! - **A**: every lane of a warp reads the same element of A (a broadcast, served by L1).
@@ -90,7 +90,13 @@ unsafe fn partial_dots<const M: usize, const UNROLL: usize, const A_K_CONTIGUOUS
 
 /// The kernel body (see the module docs); the entry points are defined in `sgemm.rs`.
 #[inline(always)]
-pub(super) unsafe fn gemv<const WARPS: usize, const UNROLL: usize, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: bool>(
+pub(super) unsafe fn gemv<
+    const WARPS: usize,
+    const UNROLL: usize,
+    const UNROLL_NARROW: usize,
+    const A_K_CONTIGUOUS: bool,
+    const B_K_CONTIGUOUS: bool,
+>(
     p: &Problem,
 ) {
     let tid = thread_idx_x() as usize;
@@ -98,7 +104,7 @@ pub(super) unsafe fn gemv<const WARPS: usize, const UNROLL: usize, const A_K_CON
     let warp = tid / 32;
     let col = block_idx_x() * GEMV_COLUMNS + lane as u32;
     let col_ok = col < p.n;
-    let slice_len = p.k.div_ceil(WARPS as u32).next_multiple_of(UNROLL as u32);
+    let slice_len = p.k.div_ceil(WARPS as u32).next_multiple_of(UNROLL_NARROW as u32);
     let k_begin = (warp as u32 * slice_len).min(p.k);
     let k_end = (k_begin + slice_len).min(p.k);
     // partials[w][i][lane]: warp w's sum for row i of this pass.
@@ -115,8 +121,8 @@ pub(super) unsafe fn gemv<const WARPS: usize, const UNROLL: usize, const A_K_CON
             let rows = (p.m - row0).min(GEMV_MAX_M);
             let s = Slice { a, b, lda: p.lda, ldb: p.ldb, row0, col, col_ok, k_begin, k_end };
             let acc = match rows {
-                1 => partial_dots::<1, UNROLL, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(&s),
-                2 => partial_dots::<2, UNROLL, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(&s),
+                1 => partial_dots::<1, UNROLL_NARROW, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(&s),
+                2 => partial_dots::<2, UNROLL_NARROW, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(&s),
                 3 => partial_dots::<3, UNROLL, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(&s),
                 4 => partial_dots::<4, UNROLL, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(&s),
                 5 => partial_dots::<5, UNROLL, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(&s),

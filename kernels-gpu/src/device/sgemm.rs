@@ -491,7 +491,13 @@ macro_rules! sgemm_entry {
         sgemm_entry!(@signature $name, |problem| {
             const G: GemvConfig = sgemm_config(BUILD_CONFIG).gemv;
             const OPERANDS: SgemmOperands = SgemmOperands::$operands;
-            gemv::<{ G.warps as usize }, { G.unroll as usize }, { OPERANDS.a_k_contiguous() }, { OPERANDS.b_k_contiguous() }>(&problem)
+            gemv::<
+                { G.warps as usize },
+                { G.unroll as usize },
+                { G.unroll_narrow as usize },
+                { OPERANDS.a_k_contiguous() },
+                { OPERANDS.b_k_contiguous() },
+            >(&problem)
         });
     };
     ($name:ident, $variant:ident, $operands:ident) => {
