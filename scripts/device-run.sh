@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, over the binaries scripts/stage-device.sh built: the GPU test suite
-# (every architecture's config), compute-sanitizer memcheck and racecheck on the quick suite,
+# (every architecture's config), compute-sanitizer memcheck (whole suite) and racecheck (quick suite),
 # and the SGEMM benchmark against cuBLAS. Everything is logged under $OUT.
 # Usage: bash scripts/device-run.sh [tests|sanitize|bench|all]...
 set -uo pipefail
