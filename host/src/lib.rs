@@ -41,3 +41,8 @@ pub use cukernels_gpu::{
 pub use error::{Error, Result};
 pub use runtime::{device_context, Cukernels};
 pub use sgemm::{choose_variant, Layout, Sgemm, SgemmBuffers, SgemmPlan, Transpose};
+
+/// The README's examples, compiled as doc tests (`no_run`: they need a GPU).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

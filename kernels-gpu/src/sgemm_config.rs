@@ -495,7 +495,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
     // same FP32 path, so the sm_90 tiles (not yet measured on a B200).
     SgemmArchConfig {
         arch: Arch::Sm100,
-        huge: tile(128, 256, 16, 8, 16, 8, 3, 1),
+        huge: huge(16, 3),
         large: large(16, 4),
         medium: medium(16, 4, 6),
         small: small(16, 4, 8),
