@@ -7,6 +7,7 @@
 //! `cargo test -p cukernels-tests --test gpu_sgemm -- --ignored` (or `scripts/device-run.sh`).
 //! `CUKERNELS_TEST_QUICK=1` keeps only small shapes (for compute-sanitizer runs).
 
+use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cukernels::cudarc::driver::{CudaContext, CudaStream};
 use cukernels::{device_context, ptx, Cukernels, Error, Layout, Sgemm, SgemmVariant, Transpose};
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
@@ -103,7 +104,6 @@ fn run(gpu: &Gpu, g: &Sgemm, x: &Inputs, want: &Expected, variants: &[Option<Sge
                 failures.push(format!("{label}: launch error {e}"));
                 continue;
             }
-            drop(c_view);
             if let Err(e) = s.synchronize() {
                 panic!("{label}: the kernel failed on the device: {e}");
             }
@@ -114,6 +114,14 @@ fn run(gpu: &Gpu, g: &Sgemm, x: &Inputs, want: &Expected, variants: &[Option<Sge
         }
     }
     failures
+}
+
+/// One case: fresh inputs for `g` (buffers shifted by `offsets` floats), the reference, and a
+/// run with every handle and each of `variants`.
+fn case(gpu: &Gpu, g: &Sgemm, rng: &mut StdRng, offsets: (usize, usize, usize), variants: &[Option<SgemmVariant>]) -> Vec<String> {
+    let x = inputs(g, rng, offsets);
+    let want = expected(g, &x, rng);
+    run(gpu, g, &x, &want, variants)
 }
 
 fn assert_all(failures: Vec<String>) {
@@ -154,9 +162,7 @@ fn odd_shapes_every_layout_and_transpose_every_config() {
         for layout in LAYOUTS {
             for (ta, tb) in TRANSPOSES {
                 let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).alpha_beta(1.25, -0.5);
-                let x = inputs(&g, &mut rng, (0, 0, 0));
-                let want = expected(&g, &x, &mut rng);
-                failures.extend(run(&gpu, &g, &x, &want, &[None]));
+                failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None]));
             }
         }
     }
@@ -179,9 +185,7 @@ fn every_variant_on_edge_shapes() {
         for layout in LAYOUTS {
             for (ta, tb) in TRANSPOSES {
                 let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).batched(batch).alpha_beta(-0.75, 0.25);
-                let x = inputs(&g, &mut rng, (0, 0, 0));
-                let want = expected(&g, &x, &mut rng);
-                failures.extend(run(&gpu, &g, &x, &want, &variants));
+                failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
             }
         }
     }
@@ -218,15 +222,11 @@ fn k_zero_and_empty_problems() {
     let mut failures = Vec::new();
     for (m, n, k, beta) in [(37, 29, 0, 0.5), (37, 29, 0, 0.0), (0, 29, 10, 1.0), (37, 0, 10, 1.0)] {
         let g = Sgemm::new(m, n, k).alpha_beta(1.0, beta).batched(3);
-        let x = inputs(&g, &mut rng, (0, 0, 0));
-        let want = expected(&g, &x, &mut rng);
-        failures.extend(run(&gpu, &g, &x, &want, &[None]));
+        failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None]));
     }
     // batch = 0: nothing happens.
     let g = Sgemm::new(8, 8, 8).batched(0);
-    let x = inputs(&g, &mut rng, (0, 0, 0));
-    let want = expected(&g, &x, &mut rng);
-    failures.extend(run(&gpu, &g, &x, &want, &[None]));
+    failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None]));
     assert_all(failures);
 }
 
@@ -248,9 +248,7 @@ fn broadcast_strides_and_padded_leading_dimensions() {
             // A broadcast (stride 0), B broadcast, both, and gaps between C batches.
             for (sa, sb) in [(0, major(br, bc) * ldb), (major(ar, ac) * lda, 0), (0, 0)] {
                 let g = base.leading_dims(lda, ldb, ldc).strides(sa, sb, one_c + 9);
-                let x = inputs(&g, &mut rng, (0, 0, 0));
-                let want = expected(&g, &x, &mut rng);
-                failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Medium)]));
+                failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Medium)]));
             }
         }
     }
@@ -275,9 +273,7 @@ fn unaligned_pointers_and_leading_dimensions() {
                 let g = g
                     .leading_dims(lda, ldb, ldc)
                     .strides(major(ar, ac) * lda + 1, major(br, bc) * ldb + 3, major(131, 67) * ldc + 1);
-                let x = inputs(&g, &mut rng, offsets);
-                let want = expected(&g, &x, &mut rng);
-                failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Large), Some(SgemmVariant::Skinny)]));
+                failures.extend(case(&gpu, &g, &mut rng, offsets, &[None, Some(SgemmVariant::Large), Some(SgemmVariant::Skinny)]));
             }
         }
     }
@@ -291,9 +287,7 @@ fn batch_count_beyond_grid_limit() {
     let mut rng = rng("big_batch");
     let batch = if quick() { 70_000 / 8 } else { 70_000 };
     let g = Sgemm::new(3, 5, 7).batched(batch).alpha_beta(1.0, 1.0);
-    let x = inputs(&g, &mut rng, (0, 0, 0));
-    let want = expected(&g, &x, &mut rng);
-    assert_all(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Skinny)]));
+    assert_all(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Skinny)]));
 }
 
 #[test]
@@ -326,11 +320,38 @@ fn small_m_every_row_count() {
         for layout in LAYOUTS {
             for (ta, tb) in TRANSPOSES {
                 let g = Sgemm::new(m, 70, 301).layout(layout).transpose(ta, tb).batched(2).alpha_beta(0.5, -1.0);
-                let x = inputs(&g, &mut rng, (0, 1, 0));
-                let want = expected(&g, &x, &mut rng);
-                failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Gemv), Some(SgemmVariant::Skinny)]));
+                failures.extend(case(&gpu, &g, &mut rng, (0, 1, 0), &[None, Some(SgemmVariant::Gemv), Some(SgemmVariant::Skinny)]));
             }
         }
     }
     assert_all(failures);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn launches_can_be_captured_in_a_cuda_graph() {
+    let ctx = device_context(0).expect("these tests need a CUDA GPU");
+    let stream = ctx.new_stream().unwrap();
+    let kernels = Cukernels::new(&ctx).unwrap();
+    kernels.preload().unwrap();
+    let mut rng = rng("graph");
+    // C += A·B per replay: three replays give C0 + 3·A·B.
+    let once = Sgemm::new(100, 70, 50).alpha_beta(1.0, 1.0);
+    let x = inputs(&once, &mut rng, (0, 0, 0));
+    let a = stream.clone_htod(&x.a).unwrap();
+    let b = stream.clone_htod(&x.b).unwrap();
+    let mut c = stream.clone_htod(&x.c).unwrap();
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+    kernels.sgemm(&stream, &once, &a, &b, &mut c).unwrap();
+    let graph = stream.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("the capture recorded the launch");
+    for _ in 0..3 {
+        graph.launch().unwrap();
+    }
+    stream.synchronize().unwrap();
+    let out = stream.clone_dtoh(&c).unwrap();
+    let thrice = once.alpha_beta(3.0, 1.0);
+    let want = expected(&thrice, &x, &mut rng);
+    if let Err(e) = want.check(&thrice, &x.c, &out) {
+        panic!("graph replays:\n{e}");
+    }
 }

@@ -375,6 +375,7 @@ impl SgemmTile {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 const fn tile(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32, lanes_m: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
     SgemmTile { bm, bn, bk, tm, tn, lanes_m, stages, blocks_per_sm }
 }
@@ -496,8 +497,8 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
     SgemmArchConfig {
         arch: Arch::Sm100,
         huge: huge(16, 3),
-        large: large(16, 4),
-        medium: medium(16, 4, 6),
+        large: tile(128, 128, 16, 8, 16, 4, 4, 2),
+        medium: tile(64, 64, 16, 4, 8, 4, 4, 6),
         small: small(16, 4, 8),
         skinny: skinny(32, 6, 3),
         gemv: GEMV_HBM3,
