@@ -338,9 +338,17 @@ fn launches_can_be_captured_in_a_cuda_graph() {
     // C += A·B per replay: three replays give C0 + 3·A·B.
     let once = Sgemm::new(100, 70, 50).alpha_beta(1.0, 1.0);
     let x = inputs(&once, &mut rng, (0, 0, 0));
+    // cudarc's event tracking makes each use of a buffer wait for its last use on any stream;
+    // inside a capture, a wait on an event recorded before the capture is an error
+    // (CUDA_ERROR_STREAM_CAPTURE_ISOLATION). Buffers used in a graph are made untracked.
+    // SAFETY: these three buffers are only ever used on `stream`, in order.
+    unsafe { ctx.disable_event_tracking() };
     let a = stream.clone_htod(&x.a).unwrap();
     let b = stream.clone_htod(&x.b).unwrap();
     let mut c = stream.clone_htod(&x.c).unwrap();
+    // SAFETY: only buffers created from here on are tracked again; the three above stay on
+    // `stream`.
+    unsafe { ctx.enable_event_tracking() };
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
     kernels.sgemm(&stream, &once, &a, &b, &mut c).unwrap();
     let graph = stream.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("the capture recorded the launch");

@@ -497,8 +497,8 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
     SgemmArchConfig {
         arch: Arch::Sm100,
         huge: huge(16, 3),
-        large: tile(128, 128, 16, 8, 16, 4, 4, 2),
-        medium: tile(64, 64, 16, 4, 8, 4, 4, 6),
+        large: large(16, 4),
+        medium: medium(16, 4, 6),
         small: small(16, 4, 8),
         skinny: skinny(32, 6, 3),
         gemv: GEMV_HBM3,
