@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The test command (README "Tests"): builds the PTX of all eight architectures (plus the sm_100
 # and sm_120 config probes), checks every kernel with ptxas, and runs every test. GPU tests are
-# #[ignore]d without a GPU (they are listed as ignored, never passed); on a GPU machine run
+# #[ignore]d without a GPU (they are counted as skipped, never as passed); on a GPU machine run
 # `cargo test --release -p cukernels-tests --test gpu_sgemm -- --ignored`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --release --locked --workspace
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --release --locked --workspace 2>&1 | tee "$log"
+cargo build --release --locked --workspace --benches
 cargo run --release --locked -p cukernels-bench -- report
+# One closing line over every test binary and doc-test run above.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1); if ($i ~ /^ignored/) s += $(i-1) } }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"

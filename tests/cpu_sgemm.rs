@@ -259,3 +259,14 @@ fn device_toolchain_pin_matches_rust_toolchain_toml() {
     let channel = toml.lines().find_map(|l| l.strip_prefix("channel = ")).unwrap().trim_matches('"');
     assert!(build.contains(&format!("const DEVICE_TOOLCHAIN: &str = \"{channel}\";")), "host/build.rs must pin {channel}");
 }
+
+#[test]
+fn no_gpu_is_an_error_not_a_panic() {
+    let result = std::panic::catch_unwind(|| cukernels::device_context(0).map(|_| ()));
+    let result = result.expect("device_context must not panic, with or without a GPU");
+    match result {
+        Ok(()) => eprintln!("a GPU is present: nothing to check here"),
+        Err(e @ (Error::NoDriver | Error::Driver(_))) => assert!(e.to_string().contains("CUDA"), "{e}"),
+        Err(e) => panic!("unexpected error without a GPU: {e}"),
+    }
+}

@@ -3,8 +3,10 @@
 //! ## The canonical problem
 //! The host turns every call (row- or column-major, either operand transposed) into one form:
 //! C is `m × n` row-major (`C[i·ldc + j]`), A is `m × k` and B is `k × n`, each stored either
-//! k-contiguous or m/n-contiguous (the `flags`, see `crate::sgemm_flags`). A column-major
-//! problem is the row-major problem `Cᵀ = op(B)ᵀ · op(A)ᵀ`, which only swaps the operands.
+//! k-contiguous or m/n-contiguous. A column-major problem is the row-major problem
+//! `Cᵀ = op(B)ᵀ · op(A)ᵀ`, which only swaps the operands. Every variant is compiled once per
+//! operand layout ([`SgemmOperands`]: `nn`, `nt`, `tn`, `tt`), so the layout is a compile-time
+//! constant; what is only known at run time (alignment, beta = 0) comes in `flags`.
 //!
 //! ## Tiling (three levels)
 //! - A **block** computes a `BM × BN` tile of C. It walks k in steps of `BK`; for each step it
@@ -24,9 +26,15 @@
 //! alignment, single floats otherwise. A k-contiguous operand is copied one float at a time
 //! (consecutive lanes take consecutive k, so the global reads coalesce) and thereby transposed
 //! into the k-major shared layout. Each thread's units share one row (or column) index, so
-//! their addresses are one base plus a constant step, and the bounds test of the m/n direction
-//! is computed once per block tile. Out-of-range elements are filled with zeros, so the compute
-//! loop never tests bounds.
+//! their addresses are one base plus a constant step. Out-of-range elements are filled with
+//! zeros, so the compute loop never tests bounds.
+//!
+//! ## Registers
+//! The accumulators take most of the register budget that the launch bound allows (128 for two
+//! 256-thread blocks per SM). The copy plan of a k-step (`OperandCopy`) is therefore rebuilt at
+//! every k-step from inputs hidden behind `ptx::opaque`, and the epilogue's indices likewise:
+//! a few integer instructions per k-step, instead of a dozen values the compiler would hoist and
+//! keep live across the main loop (which made ptxas spill). CI checks every kernel for spills.
 //!
 //! ## Pipeline
 //! - **sm_80 and newer** (`ASYNC`): `cp.async` copies global memory straight into shared memory
