@@ -26,7 +26,6 @@ fn plan(g: &Sgemm, bufs: &SgemmBuffers) -> Result<SgemmPlan, Error> {
 /// Runs a plan on the CPU exactly as the kernels define the canonical problem (flags, leading
 /// dimensions, batch strides), reading whichever host buffer each device address points into.
 fn emulate(p: &SgemmPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
-    use cukernels::cudarc as _;
     let host = |addr: u64| -> (&[f32], usize) {
         let (buf, base) = if (B_BASE..C_BASE).contains(&addr) { (b, B_BASE) } else { (a, A_BASE) };
         (buf, ((addr - base) / 4) as usize)

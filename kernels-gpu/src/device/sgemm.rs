@@ -199,21 +199,20 @@ impl OperandCopy {
     /// of this operand starts at shared address `stage`.
     #[inline(always)]
     unsafe fn issue_async<const MN: usize, const BK: usize, const NT: usize>(&self, stage: u32, k0: u32, k_total: u32) {
-        let c = self;
-        if c.vector {
+        if self.vector {
             for i in 0..MN * BK / (4 * NT) {
-                let kk = c.kk_first + i as u32 * c.kk_unit_step;
-                let bytes = if k0 + kk < k_total { c.mn_bytes } else { 0 };
+                let kk = self.kk_first + i as u32 * self.kk_unit_step;
+                let bytes = if k0 + kk < k_total { self.mn_bytes } else { 0 };
                 // A zero-byte copy still needs a valid 16-byte aligned address: use the first.
-                let src = if bytes > 0 { c.global(i, k0) } else { c.first };
-                cp_async_16(stage + c.smem_first + i as u32 * c.smem_unit_step, src, bytes);
+                let src = if bytes > 0 { self.global(i, k0) } else { self.first };
+                cp_async_16(stage + self.smem_first + i as u32 * self.smem_unit_step, src, bytes);
             }
         } else {
             for i in 0..MN * BK / NT {
-                let kk = c.kk_first + i as u32 * c.kk_unit_step;
-                let inside = k0 + kk < k_total && (c.mn_mask >> i) & 1 != 0;
-                let src = if inside { c.global(i, k0) } else { c.first };
-                cp_async_4(stage + c.smem_first + i as u32 * c.smem_unit_step, src, if inside { 4 } else { 0 });
+                let kk = self.kk_first + i as u32 * self.kk_unit_step;
+                let inside = k0 + kk < k_total && (self.mn_mask >> i) & 1 != 0;
+                let src = if inside { self.global(i, k0) } else { self.first };
+                cp_async_4(stage + self.smem_first + i as u32 * self.smem_unit_step, src, if inside { 4 } else { 0 });
             }
         }
     }
@@ -221,19 +220,18 @@ impl OperandCopy {
     /// Loads this thread's units of the k-step at `k0` into registers (zeros outside).
     #[inline(always)]
     unsafe fn load<const MN: usize, const BK: usize, const NT: usize, const E: usize>(&self, k0: u32, k_total: u32) -> [f32; E] {
-        let c = self;
         let mut regs = [0.0f32; E];
-        if c.vector {
+        if self.vector {
             for i in 0..E / 4 {
-                let kk = c.kk_first + i as u32 * c.kk_unit_step;
+                let kk = self.kk_first + i as u32 * self.kk_unit_step;
                 if k0 + kk < k_total {
-                    let src = c.global(i, k0);
-                    if c.mn_bytes == 16 {
+                    let src = self.global(i, k0);
+                    if self.mn_bytes == 16 {
                         let v = *(src as *const Float4);
                         regs[4 * i..4 * i + 4].copy_from_slice(&v.0);
                     } else {
                         for e in 0..4 {
-                            if (e as u32) * 4 < c.mn_bytes {
+                            if (e as u32) * 4 < self.mn_bytes {
                                 regs[4 * i + e] = *src.add(e);
                             }
                         }
@@ -242,9 +240,9 @@ impl OperandCopy {
             }
         } else {
             for (i, r) in regs.iter_mut().enumerate() {
-                let kk = c.kk_first + i as u32 * c.kk_unit_step;
-                if k0 + kk < k_total && (c.mn_mask >> i) & 1 != 0 {
-                    *r = *c.global(i, k0);
+                let kk = self.kk_first + i as u32 * self.kk_unit_step;
+                if k0 + kk < k_total && (self.mn_mask >> i) & 1 != 0 {
+                    *r = *self.global(i, k0);
                 }
             }
         }
