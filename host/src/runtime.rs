@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::ptx::{self, EmbeddedPtx};
 use cudarc::driver::sys::{CUfunction_attribute, CUdevice_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
-use cukernels_gpu::{sgemm_config, Arch, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmVariant, SGEMM_KERNELS};
+use cukernels_gpu::{sgemm_config, sgemm_kernel_index, Arch, SgemmArchConfig, SgemmOperands, SgemmVariant, SGEMM_KERNELS};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Opens CUDA device `ordinal`, or says why not (no driver, no such device) instead of
@@ -122,11 +122,7 @@ impl Cukernels {
 
     pub(crate) fn sgemm_function(&self, variant: SgemmVariant, operands: SgemmOperands) -> Result<&CudaFunction> {
         let loaded = self.loaded()?;
-        let index = SGEMM_KERNELS
-            .iter()
-            .position(|k: &SgemmKernel| k.variant == variant && k.operands == operands)
-            .expect("every (variant, operands) pair has an entry point");
-        Ok(&loaded.sgemm[index])
+        Ok(&loaded.sgemm[sgemm_kernel_index(variant, operands)])
     }
 
     pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {

@@ -306,16 +306,20 @@ impl Sgemm {
 
         let variant = variant.unwrap_or_else(|| choose_variant(cm, cn, g.batch, row, sm_count));
         let launch = row.launch(variant);
-        let (grid_x, what) = match variant {
-            SgemmVariant::Gemv => (cn.div_ceil(GEMV_COLUMNS as usize) as u64, format!("n needs blocks of {GEMV_COLUMNS} columns")),
+        // The canonical n is the caller's n (row-major) or m (column-major).
+        let (n_name, n_value) = if g.layout == Layout::RowMajor { ("n", g.n) } else { ("m", g.m) };
+        let (grid_x, name, value, what) = match variant {
+            SgemmVariant::Gemv => {
+                (cn.div_ceil(GEMV_COLUMNS as usize) as u64, n_name, n_value, format!("{n_name} needs blocks of {GEMV_COLUMNS} columns"))
+            }
             _ => {
                 let tile = row.tile(variant);
                 let tiles = (cm.div_ceil(tile.bm as usize) as u64) * (cn.div_ceil(tile.bn as usize) as u64);
-                (tiles, format!("m × n needs {tiles} tiles of {}×{}", tile.bm, tile.bn))
+                (tiles, "m", g.m, format!("m × n needs {tiles} tiles of {}×{}", tile.bm, tile.bn))
             }
         };
         if grid_x > MAX_GRID_X {
-            return Err(Error::invalid("m", g.m, format!("{what}, more than one grid holds")));
+            return Err(Error::invalid(name, value, format!("{what}, more than one grid holds")));
         }
         Ok(SgemmPlan {
             variant,

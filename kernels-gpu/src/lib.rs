@@ -24,7 +24,7 @@ pub mod device;
 
 pub use arch::{Arch, ArchLimits};
 pub use sgemm_config::{
-    sgemm_config, sgemm_kernel, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,
+    sgemm_config, sgemm_kernel, sgemm_kernel_index, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,
     GEMV_MAX_M, SGEMM_CONFIGS, SGEMM_KERNELS,
 };
 

@@ -166,12 +166,17 @@ macro_rules! kernel_table {
 }
 with_sgemm_kernels!(kernel_table);
 
-/// The entry point of `variant` for `operands`.
-pub fn sgemm_kernel(variant: SgemmVariant, operands: SgemmOperands) -> &'static SgemmKernel {
+/// The position in [`SGEMM_KERNELS`] of the entry point of `variant` for `operands`.
+pub fn sgemm_kernel_index(variant: SgemmVariant, operands: SgemmOperands) -> usize {
     SGEMM_KERNELS
         .iter()
-        .find(|k| k.variant == variant && k.operands == operands)
+        .position(|k| k.variant == variant && k.operands == operands)
         .expect("every (variant, operands) pair has an entry point")
+}
+
+/// The entry point of `variant` for `operands`.
+pub fn sgemm_kernel(variant: SgemmVariant, operands: SgemmOperands) -> &'static SgemmKernel {
+    &SGEMM_KERNELS[sgemm_kernel_index(variant, operands)]
 }
 
 /// One architecture's row of the SGEMM table.
