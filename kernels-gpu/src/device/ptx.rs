@@ -87,6 +87,22 @@ pub unsafe fn cp_async_16(smem: u32, global: *const f32, src_bytes: u32) {
     asm!("cp.async.cg.shared.global [{s}], [{g}], 16, {n};", s = in(reg32) smem, g = in(reg64) global, n = in(reg32) src_bytes, options(nostack));
 }
 
+/// [`cp_async_4`] of an element known to be inside the matrix: no source size, no zero-fill.
+///
+/// Safety: as [`cp_async_4`] with `src_bytes = 4`.
+#[inline(always)]
+pub unsafe fn cp_async_4_inside(smem: u32, global: *const f32) {
+    asm!("cp.async.ca.shared.global [{s}], [{g}], 4;", s = in(reg32) smem, g = in(reg64) global, options(nostack));
+}
+
+/// [`cp_async_16`] of a vector known to be inside the matrix: no source size, no zero-fill.
+///
+/// Safety: as [`cp_async_16`] with `src_bytes = 16`.
+#[inline(always)]
+pub unsafe fn cp_async_16_inside(smem: u32, global: *const f32) {
+    asm!("cp.async.cg.shared.global [{s}], [{g}], 16;", s = in(reg32) smem, g = in(reg64) global, options(nostack));
+}
+
 /// Closes the group of `cp.async` copies issued so far by this thread.
 #[inline(always)]
 pub unsafe fn cp_async_commit() {

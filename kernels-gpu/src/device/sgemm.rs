@@ -44,6 +44,13 @@
 //! - **sm_70 / sm_75**: two shared buffers; the next k-step's global loads go into registers
 //!   before the current step is computed and are stored to the other buffer after it, so global
 //!   latency hides behind the FMAs.
+//! - **Inside a k-step** (all architectures): for 8×8 thread tiles the fragments of `kk + 1`
+//!   are read from shared memory before the FMAs of `kk`, in a rolled loop of two kk per trip
+//!   (`compute_stage`); other tiles load then compute, fully unrolled
+//!   ([`SgemmTile::pipelined_fragments`] says which and why).
+//! - **Interior k-steps** of tiles that lie wholly inside C (most of them on a large problem)
+//!   issue their copies with no bounds tests and no zero-fill; only edge tiles and the last,
+//!   partial k-step take the checked path.
 //!
 //! ## Epilogue and batches
 //! Each thread scales its accumulators by alpha, adds `beta · C` (not reading C at all when
@@ -53,7 +60,7 @@
 //! count runs in one launch.
 
 use super::ptx::{
-    opaque, block_idx_x, block_idx_z, cp_async_16, cp_async_4, cp_async_commit, cp_async_wait, dynamic_smem, fma,
+    opaque, block_idx_x, block_idx_z, cp_async_16, cp_async_16_inside, cp_async_4, cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fma,
     grid_dim_z, shared_address, sync_threads, thread_idx_x,
 };
 use super::BUILD_CONFIG;
@@ -109,6 +116,9 @@ struct OperandCopy {
     mn_mask: u32,
     /// Bytes of a 16-byte unit that lie inside the matrix (vector units; 0..=16).
     mn_bytes: u32,
+    /// The whole tile lies inside the matrix along m (or n): every unit is inside, and a
+    /// k-step that is also inside along k needs no bounds tests at all.
+    mn_full: bool,
     vector: bool,
 }
 
@@ -148,6 +158,7 @@ impl OperandCopy {
                 kk_unit_step: 0,
                 mn_mask: mask,
                 mn_bytes: 0,
+                mn_full: mn_left >= MN as u32,
                 vector: false,
             }
         } else if vector {
@@ -167,6 +178,7 @@ impl OperandCopy {
                 kk_unit_step: k_rows,
                 mn_mask: 0,
                 mn_bytes: if inside >= 4 { 16 } else { inside * 4 },
+                mn_full: mn_left >= MN as u32,
                 vector: true,
             }
         } else {
@@ -184,6 +196,7 @@ impl OperandCopy {
                 kk_unit_step: k_rows,
                 mn_mask: if mn_t < mn_left { u32::MAX } else { 0 },
                 mn_bytes: 0,
+                mn_full: mn_left >= MN as u32,
                 vector: false,
             }
         }
@@ -199,7 +212,18 @@ impl OperandCopy {
     /// of this operand starts at shared address `stage`.
     #[inline(always)]
     unsafe fn issue_async<const MN: usize, const BK: usize, const NT: usize>(&self, stage: u32, k0: u32, k_total: u32) {
-        if self.vector {
+        if self.mn_full && k0 + BK as u32 <= k_total {
+            // Interior k-step of an interior tile (block-uniform): no tests, no zero-fill.
+            if self.vector {
+                for i in 0..MN * BK / (4 * NT) {
+                    cp_async_16_inside(stage + self.smem_first + i as u32 * self.smem_unit_step, self.global(i, k0));
+                }
+            } else {
+                for i in 0..MN * BK / NT {
+                    cp_async_4_inside(stage + self.smem_first + i as u32 * self.smem_unit_step, self.global(i, k0));
+                }
+            }
+        } else if self.vector {
             for i in 0..MN * BK / (4 * NT) {
                 let kk = self.kk_first + i as u32 * self.kk_unit_step;
                 let bytes = if k0 + kk < k_total { self.mn_bytes } else { 0 };
@@ -266,34 +290,80 @@ impl OperandCopy {
     }
 }
 
-/// One k-step of FMAs on a stage: `acc += As[kk][rows] ⊗ Bs[kk][cols]` for kk in 0..BK.
-/// `a_row`/`b_col` point at the thread's first element in the stage's kk = 0 row.
+/// A thread's fragments of one `kk` row of a stage: `TM` values of A and `TN` of B, read as
+/// `TM/4 + TN/4` 16-byte shared-memory loads. `a_row`/`b_row` point at the thread's first
+/// element of that row.
 #[inline(always)]
-unsafe fn compute_stage<const BM: usize, const BN: usize, const BK: usize, const TM: usize, const TN: usize, const LM: usize>(
+unsafe fn fragments<const TM: usize, const TN: usize, const LM: usize>(a_row: *const f32, b_row: *const f32) -> ([f32; TM], [f32; TN]) {
+    let ln = 32 / LM;
+    let mut a = [0.0f32; TM];
+    let mut b = [0.0f32; TN];
+    for i in 0..TM / 4 {
+        let v = *(a_row.add(i * LM * 4) as *const Float4);
+        a[4 * i..4 * i + 4].copy_from_slice(&v.0);
+    }
+    for j in 0..TN / 4 {
+        let v = *(b_row.add(j * ln * 4) as *const Float4);
+        b[4 * j..4 * j + 4].copy_from_slice(&v.0);
+    }
+    (a, b)
+}
+
+/// `acc += a ⊗ b`: the `TM·TN` FMAs of one `kk`.
+#[inline(always)]
+fn outer_product<const TM: usize, const TN: usize>(a: &[f32; TM], b: &[f32; TN], acc: &mut [[f32; TN]; TM]) {
+    for x in 0..TM {
+        for y in 0..TN {
+            acc[x][y] = fma(a[x], b[y], acc[x][y]);
+        }
+    }
+}
+
+/// One k-step of FMAs on a stage: `acc += As[kk][rows] ⊗ Bs[kk][cols]` for kk in 0..BK.
+/// `a_first`/`b_first` point at the thread's first element in the stage's kk = 0 row.
+///
+/// Two forms, chosen per tile by [`SgemmTile::pipelined_fragments`]:
+/// - **Pipelined** (8×8 thread tiles): the fragments of `kk + 1` are loaded before the FMAs
+///   of `kk`, so shared-memory latency hides behind 64 independent FMAs. The loop over kk
+///   stays rolled, two kk per trip so that the two fragment sets alternate without register
+///   moves (its trip count goes through `opaque` so that LLVM does not unroll it): 128 FMAs
+///   per trip against ~7 loop instructions, and a loop body that stays in the instruction
+///   cache. The last pair is peeled so that no load reaches past the stage.
+/// - **Unrolled** (other tiles): load, then FMAs, fully unrolled; ptxas schedules the loads.
+#[inline(always)]
+unsafe fn compute_stage<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const TM: usize,
+    const TN: usize,
+    const LM: usize,
+    const PIPELINED: bool,
+>(
     a_first: *const f32,
     b_first: *const f32,
     acc: &mut [[f32; TN]; TM],
 ) {
-    let ln = 32 / LM;
-    for kk in 0..BK {
-        let a_row = a_first.add(kk * (BM + PAD));
-        let b_row = b_first.add(kk * (BN + PAD));
-        let mut a = [0.0f32; TM];
-        let mut b = [0.0f32; TN];
-        for i in 0..TM / 4 {
-            let v = *(a_row.add(i * LM * 4) as *const Float4);
-            a[4 * i..4 * i + 4].copy_from_slice(&v.0);
+    if !PIPELINED {
+        for kk in 0..BK {
+            let (a, b) = fragments::<TM, TN, LM>(a_first.add(kk * (BM + PAD)), b_first.add(kk * (BN + PAD)));
+            outer_product(&a, &b, acc);
         }
-        for j in 0..TN / 4 {
-            let v = *(b_row.add(j * ln * 4) as *const Float4);
-            b[4 * j..4 * j + 4].copy_from_slice(&v.0);
-        }
-        for x in 0..TM {
-            for y in 0..TN {
-                acc[x][y] = fma(a[x], b[y], acc[x][y]);
-            }
-        }
+        return;
     }
+    const { assert!(BK % 2 == 0 && BK >= 2) };
+    let (mut a_row, mut b_row) = (a_first, b_first);
+    let (mut a, mut b) = fragments::<TM, TN, LM>(a_row, b_row);
+    for _ in 0..opaque((BK / 2 - 1) as u32) {
+        let (a_odd, b_odd) = fragments::<TM, TN, LM>(a_row.add(BM + PAD), b_row.add(BN + PAD));
+        outer_product(&a, &b, acc);
+        (a_row, b_row) = (a_row.add(2 * (BM + PAD)), b_row.add(2 * (BN + PAD)));
+        (a, b) = fragments::<TM, TN, LM>(a_row, b_row);
+        outer_product(&a_odd, &b_odd, acc);
+    }
+    let (a_odd, b_odd) = fragments::<TM, TN, LM>(a_row.add(BM + PAD), b_row.add(BN + PAD));
+    outer_product(&a, &b, acc);
+    outer_product(&a_odd, &b_odd, acc);
 }
 
 /// The kernel body, monomorphized per variant by [`sgemm_entry!`]. `EA`/`EB`: floats of A/B
@@ -314,6 +384,7 @@ unsafe fn sgemm<
     const NT: usize,
     const EA: usize,
     const EB: usize,
+    const PIPELINED: bool,
 >(
     p: &Problem,
 ) {
@@ -402,7 +473,7 @@ unsafe fn sgemm<
                 }
                 cp_async_commit();
                 let a_stage = smem.add(read_stage * stage_floats);
-                compute_stage::<BM, BN, BK, TM, TN, LM>(a_stage.add(row0), a_stage.add(a_stage_floats + col0), &mut acc);
+                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_stage.add(row0), a_stage.add(a_stage_floats + col0), &mut acc);
                 read_stage = if read_stage + 1 == STAGES { 0 } else { read_stage + 1 };
                 write_stage = if write_stage + 1 == STAGES { 0 } else { write_stage + 1 };
             }
@@ -428,7 +499,7 @@ unsafe fn sgemm<
                     a_regs = a_copy.load::<BM, BK, NT, EA>(k_next, p.k);
                     b_regs = b_copy.load::<BN, BK, NT, EB>(k_next, p.k);
                 }
-                compute_stage::<BM, BN, BK, TM, TN, LM>(current.add(row0), current.add(a_stage_floats + col0), &mut acc);
+                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(current.add(row0), current.add(a_stage_floats + col0), &mut acc);
                 if has_next {
                     // Rebuilt rather than kept: keeping the plans live across the FMAs costs
                     // registers.
@@ -525,6 +596,7 @@ macro_rules! sgemm_entry {
                 { T.threads() as usize },
                 { T.a_elems_per_thread() as usize },
                 { T.b_elems_per_thread() as usize },
+                { T.pipelined_fragments() },
             >(&problem)
         });
     };
