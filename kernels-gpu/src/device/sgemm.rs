@@ -320,7 +320,8 @@ fn outer_product<const TM: usize, const TN: usize>(a: &[f32; TM], b: &[f32; TN],
 }
 
 /// One k-step of FMAs on a stage: `acc += As[kk][rows] ⊗ Bs[kk][cols]` for kk in 0..BK.
-/// `a_first`/`b_first` point at the thread's first element in the stage's kk = 0 row.
+/// `a_first`/`b_first` point at the thread's first element in the stage's kk = 0 row, whose
+/// fragments the caller has already read (`(a, b)`), ahead of its own work.
 ///
 /// Two forms, chosen per tile by [`SgemmTile::pipelined_fragments`]:
 /// - **Pipelined** (8×8 thread tiles): the fragments of `kk + 1` are loaded before the FMAs
@@ -342,18 +343,19 @@ unsafe fn compute_stage<
 >(
     a_first: *const f32,
     b_first: *const f32,
+    (mut a, mut b): ([f32; TM], [f32; TN]),
     acc: &mut [[f32; TN]; TM],
 ) {
     if !PIPELINED {
-        for kk in 0..BK {
-            let (a, b) = fragments::<TM, TN, LM>(a_first.add(kk * (BM + PAD)), b_first.add(kk * (BN + PAD)));
+        outer_product(&a, &b, acc);
+        for kk in 1..BK {
+            (a, b) = fragments::<TM, TN, LM>(a_first.add(kk * (BM + PAD)), b_first.add(kk * (BN + PAD)));
             outer_product(&a, &b, acc);
         }
         return;
     }
     const { assert!(BK % 2 == 0 && BK >= 2) };
     let (mut a_row, mut b_row) = (a_first, b_first);
-    let (mut a, mut b) = fragments::<TM, TN, LM>(a_row, b_row);
     for _ in 0..opaque((BK / 2 - 1) as u32) {
         let (a_odd, b_odd) = fragments::<TM, TN, LM>(a_row.add(BM + PAD), b_row.add(BN + PAD));
         outer_product(&a, &b, acc);
@@ -464,6 +466,15 @@ unsafe fn sgemm<
                 // one refilled next.
                 cp_async_wait(STAGES - 2);
                 sync_threads();
+                // The first kk's fragments are read before the copies of a later k-step are
+                // issued: their shared-memory latency hides behind the copy code instead of
+                // stalling every warp of the block at its first FMA right after the barrier.
+                // (The copies go to another stage, so the order does not matter for
+                // correctness; the `cp.async` asm is a memory side effect, so the compiler
+                // keeps the reads first.)
+                let a_stage = smem.add(read_stage * stage_floats);
+                let (a_first, b_first) = (a_stage.add(row0), a_stage.add(a_stage_floats + col0));
+                let first = fragments::<TM, TN, LM>(a_first, b_first);
                 let next = kt + STAGES as u32 - 1;
                 if next < k_iters {
                     let stage = smem_addr + write_stage as u32 * stage_bytes;
@@ -472,8 +483,7 @@ unsafe fn sgemm<
                     b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, next * BK as u32, p.k);
                 }
                 cp_async_commit();
-                let a_stage = smem.add(read_stage * stage_floats);
-                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_stage.add(row0), a_stage.add(a_stage_floats + col0), &mut acc);
+                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, &mut acc);
                 read_stage = if read_stage + 1 == STAGES { 0 } else { read_stage + 1 };
                 write_stage = if write_stage + 1 == STAGES { 0 } else { write_stage + 1 };
             }
@@ -499,7 +509,9 @@ unsafe fn sgemm<
                     a_regs = a_copy.load::<BM, BK, NT, EA>(k_next, p.k);
                     b_regs = b_copy.load::<BN, BK, NT, EB>(k_next, p.k);
                 }
-                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(current.add(row0), current.add(a_stage_floats + col0), &mut acc);
+                let (a_first, b_first) = (current.add(row0), current.add(a_stage_floats + col0));
+                let first = fragments::<TM, TN, LM>(a_first, b_first);
+                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, &mut acc);
                 if has_next {
                     // Rebuilt rather than kept: keeping the plans live across the FMAs costs
                     // registers.
