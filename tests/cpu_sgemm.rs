@@ -117,6 +117,33 @@ fn tile_checker_rejects_what_cannot_fit() {
 }
 
 #[test]
+fn inner_loop_forms_are_the_measured_choices() {
+    // The sm_90 row's kernels take the loop forms the H200 measurements chose (see
+    // SgemmTile::pipelined_fragments and reads_first_fragments_early): a change to a tile that
+    // silently flips one of these must show up here and be re-measured.
+    let row = sgemm_config(Arch::Sm90);
+    let limits = Arch::Sm90.limits();
+    let forms = |v| {
+        let t = row.tile(v);
+        (t.pipelined_fragments(), t.reads_first_fragments_early(&limits))
+    };
+    assert_eq!(forms(SgemmVariant::Huge), (false, true), "huge: unrolled, first fragments early");
+    assert_eq!(forms(SgemmVariant::Large), (true, false), "large: pipelined, no early read at 128 registers");
+    assert_eq!(forms(SgemmVariant::Medium), (true, true), "medium: pipelined, early read");
+    assert_eq!(forms(SgemmVariant::Skinny), (false, true), "skinny: 4x4 tiles stay unrolled");
+    // The early read never applies where the budget cannot hold it, on any architecture.
+    for cfg in SGEMM_CONFIGS.iter() {
+        let l = cfg.arch.limits();
+        for v in SgemmVariant::TILED {
+            let t = cfg.tile(v);
+            if t.reads_first_fragments_early(&l) {
+                assert!(t.register_budget(&l) >= t.tm * t.tn + 2 * (t.tm + t.tn), "{:?} {v:?}", cfg.arch);
+            }
+        }
+    }
+}
+
+#[test]
 fn ptx_for_a_device_is_the_newest_not_newer() {
     let all = Arch::ALL;
     let pick = |major, minor| Arch::for_compute_capability(major, minor, &all);

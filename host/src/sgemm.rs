@@ -390,15 +390,15 @@ pub struct SgemmPlan {
 
 /// Relative throughput of each variant, as the dispatcher's cost model sees it (`large` =
 /// 1.0). Fitted to the H200 sweep of `cukernels-bench` (2026-11-30: with these values the
-/// dispatcher's choice was within 4.1% of the fastest variant on every shape of the sweep);
+/// dispatcher's choice was within 5.9% of the fastest variant on every shape of the sweep);
 /// assumed for the other architectures until measured there. They are not raw full-load
 /// speeds: `skinny` (16×64 tiles) beats `small` (32×32) on small problems, where per-block
-/// latency matters more than FMA throughput, which this single number absorbs. `huge` runs
-/// at 0.95 of `large` on the big squares since `large` got its register-pipelined inner loop
-/// (8192³: 44.3 against 46.5 TFLOP/s), so ties between the two go to `large`.
+/// latency matters more than FMA throughput, which this single number absorbs. `huge` and
+/// `large` tie, and ties go to `huge` (it comes first): on the H200 `huge` is the faster of
+/// the two on every shape that fills the GPU (8192³: 48.8 against 46.5 TFLOP/s).
 fn variant_efficiency(v: SgemmVariant) -> f64 {
     match v {
-        SgemmVariant::Huge => 0.95,
+        SgemmVariant::Huge => 1.0,
         SgemmVariant::Large => 1.0,
         SgemmVariant::Medium => 0.7,
         SgemmVariant::Small => 0.4,

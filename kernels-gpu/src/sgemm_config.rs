@@ -23,6 +23,11 @@ use crate::arch::{Arch, ArchLimits};
 /// reads), and the transposing 4-byte stores of a k-contiguous operand spread over more banks.
 pub const SMEM_ROW_PAD: u32 = 4;
 
+/// Registers beyond accumulators and two fragment sets that a tile's budget must leave before
+/// it reads its first fragments early ([`SgemmTile::reads_first_fragments_early`]): about what
+/// the copy plans, stage addresses and loop counters take in the kernels' SASS.
+pub const EARLY_FRAGMENT_SPARE_REGISTERS: u32 = 40;
+
 /// Thread blocks are rasterized in groups of this many tile-rows, so that blocks running at the
 /// same time share rows of A and columns of B in L2.
 pub const RASTER_GROUP_M: u32 = 8;
@@ -312,6 +317,19 @@ impl SgemmTile {
         self.tm * self.tn == 64
     }
 
+    /// Whether, on the `cp.async` pipeline, each k-step reads its first kk's fragments from
+    /// shared memory right after the barrier, before issuing the copies of a later k-step (see
+    /// `sgemm` in `device/sgemm.rs`), so that their latency hides behind the copy code. Those
+    /// `TM + TN` values then stay live through the copy code, beside the accumulators and the
+    /// next fragments, so only tiles whose register budget leaves
+    /// [`EARLY_FRAGMENT_SPARE_REGISTERS`] beyond that do it. Measured on the H200 (8192³):
+    /// `huge` 44.2 → 48.8 TFLOP/s and `medium` 42.2 → 43.2 with it; `large`, at its budget of
+    /// 128, 46.5 → 43.5, so `large` does not.
+    pub const fn reads_first_fragments_early(&self, limits: &ArchLimits) -> bool {
+        let needed = self.tm * self.tn + 2 * (self.tm + self.tn) + EARLY_FRAGMENT_SPARE_REGISTERS;
+        self.register_budget(limits) >= needed
+    }
+
     /// Registers per thread that still allow `blocks_per_sm` resident blocks: registers are
     /// given to warps in units of 256 (8 per thread), hence the rounding down to a multiple of 8.
     pub const fn register_budget(&self, limits: &ArchLimits) -> u32 {
@@ -399,14 +417,14 @@ const fn tile(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32, lanes_m: u32, stages:
 
 /// 128×256, 8×16 per thread (128 accumulators), 256 threads, one block per SM: the highest
 /// FFMA-to-shared-load ratio (6 vector loads per 128 FMAs), for problems large enough to fill
-/// every SM with a single block.
+/// every SM with a single block. The fastest variant on the H200 for such problems (8192³:
+/// 48.8 TFLOP/s, against 46.5 for `large`).
 const fn huge(bk: u32, stages: u32) -> SgemmTile {
     tile(128, 256, bk, 8, 16, 4, stages, 1)
 }
 /// 128×128, 8×8 per thread, 256 threads, two blocks per SM (128 registers a thread): while one
 /// block waits at its barrier the other computes, and four warps per scheduler hide the
-/// shared-memory latency its register-pipelined inner loop leaves. The fastest variant on
-/// the H200 for every problem that fills the GPU (8192³: 46.5 TFLOP/s against `huge`'s 44.3).
+/// shared-memory latency its register-pipelined inner loop leaves.
 const fn large(bk: u32, stages: u32) -> SgemmTile {
     tile(128, 128, bk, 8, 8, 4, stages, 2)
 }

@@ -51,6 +51,9 @@
 //! - **Interior k-steps** of tiles that lie wholly inside C (most of them on a large problem)
 //!   issue their copies with no bounds tests and no zero-fill; only edge tiles and the last,
 //!   partial k-step take the checked path.
+//! - **After the barrier**, tiles with registers to spare read the first kk's fragments before
+//!   issuing the next copies, so that latency hides behind the copy code
+//!   ([`SgemmTile::reads_first_fragments_early`]).
 //!
 //! ## Epilogue and batches
 //! Each thread scales its accumulators by alpha, adds `beta · C` (not reading C at all when
@@ -369,7 +372,9 @@ unsafe fn compute_stage<
 }
 
 /// The kernel body, monomorphized per variant by [`sgemm_entry!`]. `EA`/`EB`: floats of A/B
-/// each thread stages per k-step (the register buffer of the pre-sm_80 pipeline).
+/// each thread stages per k-step (the register buffer of the pre-sm_80 pipeline);
+/// `PIPELINED`, `EARLY_FRAGMENTS`: see [`SgemmTile::pipelined_fragments`] and
+/// [`SgemmTile::reads_first_fragments_early`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn sgemm<
@@ -387,6 +392,7 @@ unsafe fn sgemm<
     const EA: usize,
     const EB: usize,
     const PIPELINED: bool,
+    const EARLY_FRAGMENTS: bool,
 >(
     p: &Problem,
 ) {
@@ -466,15 +472,23 @@ unsafe fn sgemm<
                 // one refilled next.
                 cp_async_wait(STAGES - 2);
                 sync_threads();
-                // The first kk's fragments are read before the copies of a later k-step are
-                // issued: their shared-memory latency hides behind the copy code instead of
-                // stalling every warp of the block at its first FMA right after the barrier.
-                // (The copies go to another stage, so the order does not matter for
-                // correctness; the `cp.async` asm is a memory side effect, so the compiler
-                // keeps the reads first.)
-                let a_stage = smem.add(read_stage * stage_floats);
-                let (a_first, b_first) = (a_stage.add(row0), a_stage.add(a_stage_floats + col0));
-                let first = fragments::<TM, TN, LM>(a_first, b_first);
+                // Where this thread's fragments of stage `s` start.
+                let stage_rows = |s: usize| {
+                    let a_stage = smem.add(s * stage_floats);
+                    (a_stage.add(row0), a_stage.add(a_stage_floats + col0))
+                };
+                // With EARLY_FRAGMENTS the first kk's fragments are read before the copies of
+                // a later k-step are issued: their shared-memory latency hides behind the copy
+                // code instead of stalling every warp of the block at its first FMA right
+                // after the barrier. (The copies go to another stage, so the order does not
+                // matter for correctness; the `cp.async` asm is a memory side effect, so the
+                // compiler keeps the reads first.)
+                let early = if EARLY_FRAGMENTS {
+                    let (a_first, b_first) = stage_rows(read_stage);
+                    Some(fragments::<TM, TN, LM>(a_first, b_first))
+                } else {
+                    None
+                };
                 let next = kt + STAGES as u32 - 1;
                 if next < k_iters {
                     let stage = smem_addr + write_stage as u32 * stage_bytes;
@@ -483,6 +497,11 @@ unsafe fn sgemm<
                     b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, next * BK as u32, p.k);
                 }
                 cp_async_commit();
+                let (a_first, b_first) = stage_rows(read_stage);
+                let first = match early {
+                    Some(first) => first,
+                    None => fragments::<TM, TN, LM>(a_first, b_first),
+                };
                 compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, &mut acc);
                 read_stage = if read_stage + 1 == STAGES { 0 } else { read_stage + 1 };
                 write_stage = if write_stage + 1 == STAGES { 0 } else { write_stage + 1 };
@@ -609,6 +628,7 @@ macro_rules! sgemm_entry {
                 { T.a_elems_per_thread() as usize },
                 { T.b_elems_per_thread() as usize },
                 { T.pipelined_fragments() },
+                { T.reads_first_fragments_early(&BUILD_CONFIG.limits()) },
             >(&problem)
         });
     };
