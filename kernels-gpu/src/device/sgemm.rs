@@ -139,6 +139,7 @@ impl OperandCopy {
     ) -> OperandCopy {
         let row_floats = (MN + PAD) as u32;
         let mn_left = mn_total - mn0;
+        let mn_full = mn_left >= MN as u32;
         if k_contiguous {
             // Unit i: row mn_t + i·(NT/BK), column kk_t. Lanes take consecutive k.
             let kk_t = tid % BK as u32;
@@ -161,7 +162,7 @@ impl OperandCopy {
                 kk_unit_step: 0,
                 mn_mask: mask,
                 mn_bytes: 0,
-                mn_full: mn_left >= MN as u32,
+                mn_full,
                 vector: false,
             }
         } else if vector {
@@ -181,7 +182,7 @@ impl OperandCopy {
                 kk_unit_step: k_rows,
                 mn_mask: 0,
                 mn_bytes: if inside >= 4 { 16 } else { inside * 4 },
-                mn_full: mn_left >= MN as u32,
+                mn_full,
                 vector: true,
             }
         } else {
@@ -199,7 +200,7 @@ impl OperandCopy {
                 kk_unit_step: k_rows,
                 mn_mask: if mn_t < mn_left { u32::MAX } else { 0 },
                 mn_bytes: 0,
-                mn_full: mn_left >= MN as u32,
+                mn_full,
                 vector: false,
             }
         }
@@ -211,6 +212,12 @@ impl OperandCopy {
         self.first.wrapping_add((i as u64 * self.unit_step + k0 as u64 * self.k_step) as usize)
     }
 
+    /// Shared address of unit `i` in the stage whose slice of this operand starts at `stage`.
+    #[inline(always)]
+    fn shared(&self, stage: u32, i: usize) -> u32 {
+        stage + self.smem_first + i as u32 * self.smem_unit_step
+    }
+
     /// Issues this thread's `cp.async` copies of the k-step at `k0` into the stage whose slice
     /// of this operand starts at shared address `stage`.
     #[inline(always)]
@@ -219,11 +226,11 @@ impl OperandCopy {
             // Interior k-step of an interior tile (block-uniform): no tests, no zero-fill.
             if self.vector {
                 for i in 0..MN * BK / (4 * NT) {
-                    cp_async_16_inside(stage + self.smem_first + i as u32 * self.smem_unit_step, self.global(i, k0));
+                    cp_async_16_inside(self.shared(stage, i), self.global(i, k0));
                 }
             } else {
                 for i in 0..MN * BK / NT {
-                    cp_async_4_inside(stage + self.smem_first + i as u32 * self.smem_unit_step, self.global(i, k0));
+                    cp_async_4_inside(self.shared(stage, i), self.global(i, k0));
                 }
             }
         } else if self.vector {
@@ -232,14 +239,14 @@ impl OperandCopy {
                 let bytes = if k0 + kk < k_total { self.mn_bytes } else { 0 };
                 // A zero-byte copy still needs a valid 16-byte aligned address: use the first.
                 let src = if bytes > 0 { self.global(i, k0) } else { self.first };
-                cp_async_16(stage + self.smem_first + i as u32 * self.smem_unit_step, src, bytes);
+                cp_async_16(self.shared(stage, i), src, bytes);
             }
         } else {
             for i in 0..MN * BK / NT {
                 let kk = self.kk_first + i as u32 * self.kk_unit_step;
                 let inside = k0 + kk < k_total && (self.mn_mask >> i) & 1 != 0;
                 let src = if inside { self.global(i, k0) } else { self.first };
-                cp_async_4(stage + self.smem_first + i as u32 * self.smem_unit_step, src, if inside { 4 } else { 0 });
+                cp_async_4(self.shared(stage, i), src, if inside { 4 } else { 0 });
             }
         }
     }
@@ -446,6 +453,12 @@ unsafe fn sgemm<
             )
         };
 
+        // Where this thread's fragments start in stage `s` (its kk = 0 row of A and of B).
+        let stage_rows = |s: usize| {
+            let a_stage = smem.add(s * stage_floats);
+            (a_stage.add(row0), a_stage.add(a_stage_floats + col0))
+        };
+
         let mut acc = [[0.0f32; TN]; TM];
         if ASYNC {
             let smem_addr = shared_address(smem);
@@ -472,11 +485,6 @@ unsafe fn sgemm<
                 // one refilled next.
                 cp_async_wait(STAGES - 2);
                 sync_threads();
-                // Where this thread's fragments of stage `s` start.
-                let stage_rows = |s: usize| {
-                    let a_stage = smem.add(s * stage_floats);
-                    (a_stage.add(row0), a_stage.add(a_stage_floats + col0))
-                };
                 // With EARLY_FRAGMENTS the first kk's fragments are read before the copies of
                 // a later k-step are issued: their shared-memory latency hides behind the copy
                 // code instead of stalling every warp of the block at its first FMA right
@@ -528,7 +536,7 @@ unsafe fn sgemm<
                     a_regs = a_copy.load::<BM, BK, NT, EA>(k_next, p.k);
                     b_regs = b_copy.load::<BN, BK, NT, EB>(k_next, p.k);
                 }
-                let (a_first, b_first) = (current.add(row0), current.add(a_stage_floats + col0));
+                let (a_first, b_first) = stage_rows(kt as usize & 1);
                 let first = fragments::<TM, TN, LM>(a_first, b_first);
                 compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, &mut acc);
                 if has_next {
