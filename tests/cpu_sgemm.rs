@@ -130,7 +130,17 @@ fn inner_loop_forms_are_the_measured_choices() {
     assert_eq!(forms(SgemmVariant::Huge), (false, true), "huge: unrolled, first fragments early");
     assert_eq!(forms(SgemmVariant::Large), (true, false), "large: pipelined, no early read at 128 registers");
     assert_eq!(forms(SgemmVariant::Medium), (true, true), "medium: pipelined, early read");
+    assert_eq!(forms(SgemmVariant::Small), (true, false), "small: 8x8 tiles pipelined, no early read at 128 registers");
     assert_eq!(forms(SgemmVariant::Skinny), (false, true), "skinny: 4x4 tiles stay unrolled");
+    // Unrolled tiles that read early (huge, skinny) also issue their B copies after the
+    // fragments of kk = 2 rather than at the top of the k-step (`B_COPIES_AT_KK` in
+    // device/sgemm.rs): that needs k-steps deeper than 2.
+    for v in SgemmVariant::TILED {
+        let (pipelined, early) = forms(v);
+        if !pipelined && early {
+            assert!(row.tile(v).bk > 2, "{v:?}");
+        }
+    }
 }
 
 #[test]
@@ -251,9 +261,12 @@ fn dispatcher_follows_its_rule() {
         let v = choose_variant(s, s, 1, row, H200_SMS);
         assert!(matches!(v, SgemmVariant::Huge | SgemmVariant::Large), "{s}: {v:?}");
     }
-    // 1024 x 64³: 64×64 matrices; a 128-row tile would be half empty.
-    let v = choose_variant(64, 64, 1024, row, H200_SMS);
-    assert!(!matches!(v, SgemmVariant::Huge | SgemmVariant::Large), "{v:?}");
+    // 1024 x 64³: 64×64 matrices; a 128-row tile would be half empty, and `medium` (6 blocks
+    // per SM) would need two waves where `small` (8 per SM) needs one.
+    assert_eq!(choose_variant(64, 64, 1024, row, H200_SMS), SgemmVariant::Small);
+    // 1024³: 256 64×64 tiles, two per SM; `medium` (deeper pipeline) ties `small` on the wave
+    // model and comes first.
+    assert_eq!(choose_variant(1024, 1024, 1, row, H200_SMS), SgemmVariant::Medium);
     // A problem with fewer large tiles than SMs takes smaller tiles (the H200 sweep measured
     // 16×64 `skinny` tiles fastest at 512³).
     let v = choose_variant(512, 512, 1, row, H200_SMS);

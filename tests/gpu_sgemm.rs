@@ -192,6 +192,28 @@ fn every_variant_on_edge_shapes() {
     assert_all(failures);
 }
 
+/// Shapes whose leading dimensions are all multiples of 4 (16-byte aligned rows), with tiles
+/// wholly inside C and k-steps wholly inside k: the kernels' fast loop (no bounds tests,
+/// vector copies), beside edge tiles and a partial last k-step, for every tile variant.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn aligned_interior_tiles_every_variant() {
+    let gpu = gpu();
+    let mut rng = rng("aligned_interior");
+    let variants: Vec<Option<SgemmVariant>> = std::iter::once(None).chain(SgemmVariant::TILED.iter().map(|&v| Some(v))).collect();
+    let shapes: &[(usize, usize, usize, usize)] = if quick() { &[(136, 264, 72, 1)] } else { &[(136, 264, 72, 1), (264, 520, 264, 2), (520, 264, 1000, 1)] };
+    let mut failures = Vec::new();
+    for &(m, n, k, batch) in shapes {
+        for layout in LAYOUTS {
+            for (ta, tb) in TRANSPOSES {
+                let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).batched(batch).alpha_beta(0.5, 1.5);
+                failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
+            }
+        }
+    }
+    assert_all(failures);
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn beta_zero_never_reads_nan_in_c_and_alpha_beta_scale() {

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::runtime::Cukernels;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
-use cukernels_gpu::{SgemmArchConfig, SgemmOperands, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M};
+use cukernels_gpu::{SgemmArchConfig, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M};
 use std::ffi::c_void;
 
 /// Storage order of all three matrices.
@@ -388,19 +388,21 @@ pub struct SgemmPlan {
     pub empty: bool,
 }
 
-/// Relative throughput of each variant, as the dispatcher's cost model sees it (`large` =
+/// Relative throughput of a variant's tile, as the dispatcher's cost model sees it (`large` =
 /// 1.0). Fitted to the H200 sweep of `cukernels-bench` (2026-11-30: with these values the
-/// dispatcher's choice was within 5.9% of the fastest variant on every shape of the sweep);
+/// dispatcher's choice was within 6% of the fastest variant on every shape of the sweep);
 /// assumed for the other architectures until measured there. They are not raw full-load
-/// speeds: `skinny` (16×64 tiles) beats `small` (32×32) on small problems, where per-block
+/// speeds: `skinny` (16×64 tiles) beats a 32×32 `small` on small problems, where per-block
 /// latency matters more than FMA throughput, which this single number absorbs. `huge` and
 /// `large` tie, and ties go to `huge` (it comes first): on the H200 `huge` is the faster of
-/// the two on every shape that fills the GPU (8192³: 48.8 against 46.5 TFLOP/s).
-fn variant_efficiency(v: SgemmVariant) -> f64 {
+/// the two on every shape that fills the GPU (see the regret column of the benchmark). A `small`
+/// row with 8×8 thread tiles (sm_90, sm_100) does medium's work per block and counts as such.
+fn tile_efficiency(v: SgemmVariant, tile: &SgemmTile) -> f64 {
     match v {
         SgemmVariant::Huge => 1.0,
         SgemmVariant::Large => 1.0,
         SgemmVariant::Medium => 0.7,
+        SgemmVariant::Small if tile.tm * tile.tn == 64 => 0.7,
         SgemmVariant::Small => 0.4,
         SgemmVariant::Skinny => 0.5,
         SgemmVariant::Gemv => 0.0, // never costed: chosen by its rule
@@ -409,22 +411,28 @@ fn variant_efficiency(v: SgemmVariant) -> f64 {
 
 /// The dispatcher. For `m ≤ 2·GEMV_MAX_M` (16) the problem is a few matrix-vector products
 /// bound by streaming B, and `gemv` streams it (in one or two passes; measured faster than the
-/// 16-row `skinny` tiles at m = 16 on the H200). Otherwise every block-tile variant gets an estimated time: the work of the busiest
-/// SM, `ceil(tiles / SMs)` blocks of `bm × bn` outputs each, divided by the variant's
-/// efficiency (`variant_efficiency`). Counting whole tiles charges the partial tiles at the
-/// edges; counting the busiest SM charges the idle SMs of a grid that does not divide evenly.
-/// The lowest estimate wins; ties go to the bigger tile. `cukernels-bench` reports, per
-/// shape, how far this choice is from the fastest variant (dispatch regret).
+/// 16-row `skinny` tiles at m = 16 on the H200). Otherwise every block-tile variant gets an
+/// estimated time from a wave model of its grid: each SM holds `resident` blocks at once
+/// (the variant's `blocks_per_sm`, or fewer when the grid has fewer blocks per SM), the
+/// grid runs in `waves = ceil(tiles / (SMs × resident))`, and a wave costs the `resident ×
+/// bm × bn` outputs its busiest SM computes, divided by the tile's efficiency
+/// (`tile_efficiency`). Counting whole tiles charges the partial tiles at the edges; counting
+/// whole waves charges the idle SMs of a grid that does not divide evenly (1024 64×64
+/// problems are one wave of 8-per-SM blocks on 132 SMs, but two of 6-per-SM blocks). The
+/// lowest estimate wins; ties go to the bigger tile. `cukernels-bench` reports, per shape,
+/// how far this choice is from the fastest variant (dispatch regret).
 pub fn choose_variant(m: usize, n: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmVariant {
     if m <= 2 * GEMV_MAX_M as usize {
         return SgemmVariant::Gemv;
     }
+    let sms = sm_count.max(1) as f64;
     let mut best = (f64::INFINITY, SgemmVariant::Large);
     for v in SgemmVariant::TILED {
         let t = row.tile(v);
         let tiles = (m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize)) as f64 * batch.max(1) as f64;
-        let per_sm = (tiles / sm_count.max(1) as f64).ceil();
-        let cost = per_sm * (t.bm * t.bn) as f64 / variant_efficiency(v);
+        let resident = (t.blocks_per_sm as f64).min((tiles / sms).ceil()).max(1.0);
+        let waves = (tiles / (sms * resident)).ceil();
+        let cost = waves * resident * (t.bm * t.bn) as f64 / tile_efficiency(v, &t);
         if cost < best.0 {
             best = (cost, v);
         }

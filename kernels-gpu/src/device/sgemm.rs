@@ -48,12 +48,19 @@
 //!   are read from shared memory before the FMAs of `kk`, in a rolled loop of two kk per trip
 //!   (`compute_stage`); other tiles load then compute, fully unrolled
 //!   ([`SgemmTile::pipelined_fragments`] says which and why).
-//! - **Interior k-steps** of tiles that lie wholly inside C (most of them on a large problem)
-//!   issue their copies with no bounds tests and no zero-fill; only edge tiles and the last,
-//!   partial k-step take the checked path.
+//! - **Two k loops** (tiles with registers to spare, [`SgemmTile::has_fast_loop`]). The
+//!   k-steps whose copies lie wholly inside A and B, in a tile wholly inside C whose operands
+//!   allow their natural copy width (most k-steps of a large problem), run a loop of their
+//!   own: copies with no bounds tests, no zero-fill and a width fixed at compile time, so the
+//!   loop body is one straight run of code. With the tests inside, the branches around them
+//!   cost an instruction-fetch stall at every k-step (ncu on `huge`: a third of its stalls).
+//!   Edge tiles, unaligned operands and the last `STAGES-1` k-steps run the checked loop
+//!   (which still skips the tests where a k-step allows).
 //! - **After the barrier**, tiles with registers to spare read the first kk's fragments before
 //!   issuing the next copies, so that latency hides behind the copy code
-//!   ([`SgemmTile::reads_first_fragments_early`]).
+//!   ([`SgemmTile::reads_first_fragments_early`]); the unrolled ones among them issue A's
+//!   copies there and B's a few kk later ([`B_COPIES_AT_KK`]), so that the copies do not queue
+//!   up behind each other and the FMAs right after them.
 //!
 //! ## Epilogue and batches
 //! Each thread scales its accumulators by alpha, adds `beta · C` (not reading C at all when
@@ -72,6 +79,15 @@ use crate::sgemm_config::{sgemm_config, GemvConfig, SgemmOperands, SgemmTile, Sg
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
 
 const PAD: usize = SMEM_ROW_PAD as usize;
+
+/// Tiles that read their first fragments early ([`SgemmTile::reads_first_fragments_early`])
+/// and run the unrolled inner loop issue a k-step's copies in two parts: A's right after the
+/// early read, B's after the fragments of this kk are read. Issuing all of them at once
+/// queued a dozen `cp.async` behind the early shared loads, and the FMAs after them waited for
+/// the copies to read their address registers (ncu: "long scoreboard" at the first FFMA after
+/// the copies, a third of `huge`'s stalls). Measured on the H200 (`huge`, 4096³): B at kk 2
+/// 50.7 TFLOP/s, kk 1 47.7, kk 3 47.6, all at the top 48.3.
+const B_COPIES_AT_KK: usize = 2;
 
 /// Four floats read or written as one 16-byte access (`ld.v4.f32` / `st.v4.f32`).
 #[derive(Clone, Copy)]
@@ -251,6 +267,23 @@ impl OperandCopy {
         }
     }
 
+    /// Issues the copies of a k-step of the fast loop (see `fast_iters` in `sgemm`): every unit
+    /// lies inside the operand, and the unit width follows from the layout at compile time (a
+    /// k-contiguous operand is copied a float at a time; an m/n-contiguous one, which the fast
+    /// loop only takes when it is 16-byte aligned, in 16-byte vectors). No tests, no branches.
+    #[inline(always)]
+    unsafe fn issue_fast<const MN: usize, const BK: usize, const NT: usize, const K_CONTIGUOUS: bool>(&self, stage: u32, k0: u32) {
+        if !K_CONTIGUOUS {
+            for i in 0..MN * BK / (4 * NT) {
+                cp_async_16_inside(self.shared(stage, i), self.global(i, k0));
+            }
+        } else {
+            for i in 0..MN * BK / NT {
+                cp_async_4_inside(self.shared(stage, i), self.global(i, k0));
+            }
+        }
+    }
+
     /// Loads this thread's units of the k-step at `k0` into registers (zeros outside).
     #[inline(always)]
     unsafe fn load<const MN: usize, const BK: usize, const NT: usize, const E: usize>(&self, k0: u32, k_total: u32) -> [f32; E] {
@@ -341,6 +374,8 @@ fn outer_product<const TM: usize, const TN: usize>(a: &[f32; TM], b: &[f32; TN],
 ///   per trip against ~7 loop instructions, and a loop body that stays in the instruction
 ///   cache. The last pair is peeled so that no load reaches past the stage.
 /// - **Unrolled** (other tiles): load, then FMAs, fully unrolled; ptxas schedules the loads.
+///   `at_copy` runs between the loads and the FMAs of kk = [`B_COPIES_AT_KK`] (the caller's
+///   late copies); the pipelined form never calls it.
 #[inline(always)]
 unsafe fn compute_stage<
     const BM: usize,
@@ -355,11 +390,15 @@ unsafe fn compute_stage<
     b_first: *const f32,
     (mut a, mut b): ([f32; TM], [f32; TN]),
     acc: &mut [[f32; TN]; TM],
+    mut at_copy: impl FnMut(),
 ) {
     if !PIPELINED {
         outer_product(&a, &b, acc);
         for kk in 1..BK {
             (a, b) = fragments::<TM, TN, LM>(a_first.add(kk * (BM + PAD)), b_first.add(kk * (BN + PAD)));
+            if kk == B_COPIES_AT_KK {
+                at_copy();
+            }
             outer_product(&a, &b, acc);
         }
         return;
@@ -380,8 +419,8 @@ unsafe fn compute_stage<
 
 /// The kernel body, monomorphized per variant by [`sgemm_entry!`]. `EA`/`EB`: floats of A/B
 /// each thread stages per k-step (the register buffer of the pre-sm_80 pipeline);
-/// `PIPELINED`, `EARLY_FRAGMENTS`: see [`SgemmTile::pipelined_fragments`] and
-/// [`SgemmTile::reads_first_fragments_early`].
+/// `PIPELINED`, `EARLY_FRAGMENTS`, `FAST_LOOP`: see [`SgemmTile::pipelined_fragments`],
+/// [`SgemmTile::reads_first_fragments_early`] and [`SgemmTile::has_fast_loop`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn sgemm<
@@ -400,6 +439,7 @@ unsafe fn sgemm<
     const EB: usize,
     const PIPELINED: bool,
     const EARLY_FRAGMENTS: bool,
+    const FAST_LOOP: bool,
 >(
     p: &Problem,
 ) {
@@ -479,7 +519,10 @@ unsafe fn sgemm<
             }
             let mut read_stage = 0usize;
             let mut write_stage = STAGES - 1;
-            for kt in 0..k_iters {
+            // One k-step. `fast`: this k-step's copies lie wholly inside A and B and use their
+            // natural width (see `fast_iters` below); a constant at each call site, so each of
+            // the two loops gets its own code.
+            let mut step = |kt: u32, fast: bool, acc: &mut [[f32; TN]; TM]| {
                 // Step kt's group has landed for this thread; the barrier makes every thread's
                 // copies visible and proves all threads finished step kt-1, whose stage is the
                 // one refilled next.
@@ -498,21 +541,63 @@ unsafe fn sgemm<
                     None
                 };
                 let next = kt + STAGES as u32 - 1;
-                if next < k_iters {
-                    let stage = smem_addr + write_stage as u32 * stage_bytes;
-                    let (a_copy, b_copy) = copies();
-                    a_copy.issue_async::<BM, BK, NT>(stage, next * BK as u32, p.k);
-                    b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, next * BK as u32, p.k);
+                let stage = smem_addr + write_stage as u32 * stage_bytes;
+                let copy_a = || {
+                    if fast {
+                        let (a_copy, _) = copies();
+                        a_copy.issue_fast::<BM, BK, NT, A_K_CONTIGUOUS>(stage, next * BK as u32);
+                    } else if next < k_iters {
+                        let (a_copy, _) = copies();
+                        a_copy.issue_async::<BM, BK, NT>(stage, next * BK as u32, p.k);
+                    }
+                };
+                let copy_b = || {
+                    if fast {
+                        let (_, b_copy) = copies();
+                        b_copy.issue_fast::<BN, BK, NT, B_K_CONTIGUOUS>(stage + a_bytes, next * BK as u32);
+                    } else if next < k_iters {
+                        let (_, b_copy) = copies();
+                        b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, next * BK as u32, p.k);
+                    }
+                    cp_async_commit();
+                };
+                // Unrolled tiles that read early issue B's copies (and the commit) after the
+                // fragments of kk = B_COPIES_AT_KK; all others issue everything here.
+                let split = !PIPELINED && EARLY_FRAGMENTS;
+                copy_a();
+                if !split {
+                    copy_b();
                 }
-                cp_async_commit();
                 let (a_first, b_first) = stage_rows(read_stage);
                 let first = match early {
                     Some(first) => first,
                     None => fragments::<TM, TN, LM>(a_first, b_first),
                 };
-                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, &mut acc);
+                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, acc, || {
+                    if split {
+                        copy_b();
+                    }
+                });
                 read_stage = if read_stage + 1 == STAGES { 0 } else { read_stage + 1 };
                 write_stage = if write_stage + 1 == STAGES { 0 } else { write_stage + 1 };
+            };
+            // The k-steps that run `fast`: those whose copies (of k-step kt + STAGES - 1) lie
+            // wholly inside k, in a tile wholly inside C whose m/n-contiguous operands are
+            // 16-byte aligned (k-contiguous ones are copied a float at a time anyway). They
+            // come first; the checked loop finishes the last STAGES - 1 k-steps (which issue
+            // no copies, or copy a partial k-step).
+            let fast_iters = if FAST_LOOP {
+                let tile_inside = p.m - m0 >= BM as u32 && p.n - n0 >= BN as u32;
+                let vectors = (A_K_CONTIGUOUS || flags & A_VECTOR != 0) && (B_K_CONTIGUOUS || flags & B_VECTOR != 0);
+                if tile_inside && vectors { (p.k / BK as u32).saturating_sub(STAGES as u32 - 1).min(k_iters) } else { 0 }
+            } else {
+                0
+            };
+            for kt in 0..fast_iters {
+                step(kt, true, &mut acc);
+            }
+            for kt in fast_iters..k_iters {
+                step(kt, false, &mut acc);
             }
             cp_async_wait(0);
         } else {
@@ -538,7 +623,7 @@ unsafe fn sgemm<
                 }
                 let (a_first, b_first) = stage_rows(kt as usize & 1);
                 let first = fragments::<TM, TN, LM>(a_first, b_first);
-                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, &mut acc);
+                compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, &mut acc, || {});
                 if has_next {
                     // Rebuilt rather than kept: keeping the plans live across the FMAs costs
                     // registers.
@@ -637,6 +722,7 @@ macro_rules! sgemm_entry {
                 { T.b_elems_per_thread() as usize },
                 { T.pipelined_fragments() },
                 { T.reads_first_fragments_early(&BUILD_CONFIG.limits()) },
+                { T.has_fast_loop(&BUILD_CONFIG.limits()) },
             >(&problem)
         });
     };
