@@ -395,7 +395,7 @@ pub struct SgemmPlan {
 /// speeds: `skinny` (16×64 tiles) beats a 32×32 `small` on small problems, where per-block
 /// latency matters more than FMA throughput, which this single number absorbs. `huge` and
 /// `large` tie, and ties go to `huge` (it comes first): on the H200 `huge` is the faster of
-/// the two on every shape that fills the GPU (see the regret column of the benchmark). A `small`
+/// the two on every shape that fills the GPU (8192³: 51.0 against 46.3 TFLOP/s). A `small`
 /// row with 8×8 thread tiles (sm_90, sm_100) does medium's work per block and counts as such.
 fn tile_efficiency(v: SgemmVariant, tile: &SgemmTile) -> f64 {
     match v {
