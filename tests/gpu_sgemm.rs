@@ -135,6 +135,12 @@ const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
 const TRANSPOSES: [(Transpose, Transpose); 4] =
     [(Transpose::No, Transpose::No), (Transpose::No, Transpose::Yes), (Transpose::Yes, Transpose::No), (Transpose::Yes, Transpose::Yes)];
 
+/// `m × n × k` in every layout and transpose combination (tight leading dimensions), in a
+/// fixed order.
+fn every_layout_and_transpose(m: usize, n: usize, k: usize) -> impl Iterator<Item = Sgemm> {
+    LAYOUTS.into_iter().flat_map(move |layout| TRANSPOSES.into_iter().map(move |(ta, tb)| Sgemm::new(m, n, k).layout(layout).transpose(ta, tb)))
+}
+
 /// Shapes that put each size of `ODD_SIZES` in each of m, n and k (the other two odd and
 /// mid-sized), plus all-large ones.
 fn odd_shapes() -> Vec<(usize, usize, usize)> {
@@ -159,11 +165,9 @@ fn odd_shapes_every_layout_and_transpose_every_config() {
     let mut rng = rng("odd_shapes");
     let mut failures = Vec::new();
     for (m, n, k) in odd_shapes() {
-        for layout in LAYOUTS {
-            for (ta, tb) in TRANSPOSES {
-                let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).alpha_beta(1.25, -0.5);
-                failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None]));
-            }
+        for g in every_layout_and_transpose(m, n, k) {
+            let g = g.alpha_beta(1.25, -0.5);
+            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None]));
         }
     }
     assert_all(failures);
@@ -182,11 +186,9 @@ fn every_variant_on_edge_shapes() {
         &[(33, 65, 17, 2), (5, 130, 40, 1), (129, 257, 300, 3), (300, 31, 1000, 2), (16, 1000, 513, 1)]
     };
     for &(m, n, k, batch) in shapes {
-        for layout in LAYOUTS {
-            for (ta, tb) in TRANSPOSES {
-                let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).batched(batch).alpha_beta(-0.75, 0.25);
-                failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
-            }
+        for g in every_layout_and_transpose(m, n, k) {
+            let g = g.batched(batch).alpha_beta(-0.75, 0.25);
+            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
         }
     }
     assert_all(failures);
@@ -204,11 +206,9 @@ fn aligned_interior_tiles_every_variant() {
     let shapes: &[(usize, usize, usize, usize)] = if quick() { &[(136, 264, 72, 1)] } else { &[(136, 264, 72, 1), (264, 520, 264, 2), (520, 264, 1000, 1)] };
     let mut failures = Vec::new();
     for &(m, n, k, batch) in shapes {
-        for layout in LAYOUTS {
-            for (ta, tb) in TRANSPOSES {
-                let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb).batched(batch).alpha_beta(0.5, 1.5);
-                failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
-            }
+        for g in every_layout_and_transpose(m, n, k) {
+            let g = g.batched(batch).alpha_beta(0.5, 1.5);
+            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
         }
     }
     assert_all(failures);
@@ -258,20 +258,19 @@ fn broadcast_strides_and_padded_leading_dimensions() {
     let gpu = gpu();
     let mut rng = rng("strides");
     let mut failures = Vec::new();
-    for layout in LAYOUTS {
-        for (ta, tb) in TRANSPOSES {
-            let base = Sgemm::new(70, 53, 41).layout(layout).transpose(ta, tb).batched(4).alpha_beta(1.0, 0.5);
-            let (ar, ac) = base.stored_a();
-            let (br, bc) = base.stored_b();
-            let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
-            let (lda, ldb, ldc) = (minor(ar, ac) + 3, minor(br, bc) + 5, minor(70, 53) + 2);
-            let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
-            let one_c = major(70, 53) * ldc;
-            // A broadcast (stride 0), B broadcast, both, and gaps between C batches.
-            for (sa, sb) in [(0, major(br, bc) * ldb), (major(ar, ac) * lda, 0), (0, 0)] {
-                let g = base.leading_dims(lda, ldb, ldc).strides(sa, sb, one_c + 9);
-                failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Medium)]));
-            }
+    for base in every_layout_and_transpose(70, 53, 41) {
+        let base = base.batched(4).alpha_beta(1.0, 0.5);
+        let layout = base.layout;
+        let (ar, ac) = base.stored_a();
+        let (br, bc) = base.stored_b();
+        let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
+        let (lda, ldb, ldc) = (minor(ar, ac) + 3, minor(br, bc) + 5, minor(70, 53) + 2);
+        let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
+        let one_c = major(70, 53) * ldc;
+        // A broadcast (stride 0), B broadcast, both, and gaps between C batches.
+        for (sa, sb) in [(0, major(br, bc) * ldb), (major(ar, ac) * lda, 0), (0, 0)] {
+            let g = base.leading_dims(lda, ldb, ldc).strides(sa, sb, one_c + 9);
+            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Medium)]));
         }
     }
     assert_all(failures);
@@ -283,20 +282,19 @@ fn unaligned_pointers_and_leading_dimensions() {
     let gpu = gpu();
     let mut rng = rng("unaligned");
     let mut failures = Vec::new();
-    for layout in LAYOUTS {
-        for (ta, tb) in TRANSPOSES {
-            for offsets in [(1, 2, 3), (3, 0, 1), (0, 1, 0)] {
-                let g = Sgemm::new(131, 67, 75).layout(layout).transpose(ta, tb).batched(2);
-                let (ar, ac) = g.stored_a();
-                let (br, bc) = g.stored_b();
-                let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
-                let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
-                let (lda, ldb, ldc) = (minor(ar, ac) + 1, minor(br, bc) + 2, minor(131, 67) + 1);
-                let g = g
-                    .leading_dims(lda, ldb, ldc)
-                    .strides(major(ar, ac) * lda + 1, major(br, bc) * ldb + 3, major(131, 67) * ldc + 1);
-                failures.extend(case(&gpu, &g, &mut rng, offsets, &[None, Some(SgemmVariant::Large), Some(SgemmVariant::Skinny)]));
-            }
+    for base in every_layout_and_transpose(131, 67, 75) {
+        for offsets in [(1, 2, 3), (3, 0, 1), (0, 1, 0)] {
+            let g = base.batched(2);
+            let layout = g.layout;
+            let (ar, ac) = g.stored_a();
+            let (br, bc) = g.stored_b();
+            let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
+            let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
+            let (lda, ldb, ldc) = (minor(ar, ac) + 1, minor(br, bc) + 2, minor(131, 67) + 1);
+            let g = g
+                .leading_dims(lda, ldb, ldc)
+                .strides(major(ar, ac) * lda + 1, major(br, bc) * ldb + 3, major(131, 67) * ldc + 1);
+            failures.extend(case(&gpu, &g, &mut rng, offsets, &[None, Some(SgemmVariant::Large), Some(SgemmVariant::Skinny)]));
         }
     }
     assert_all(failures);
@@ -339,11 +337,9 @@ fn small_m_every_row_count() {
     let mut failures = Vec::new();
     let rows: Vec<usize> = if quick() { vec![1, 3, 8, 9] } else { (1..=17).collect() };
     for m in rows {
-        for layout in LAYOUTS {
-            for (ta, tb) in TRANSPOSES {
-                let g = Sgemm::new(m, 70, 301).layout(layout).transpose(ta, tb).batched(2).alpha_beta(0.5, -1.0);
-                failures.extend(case(&gpu, &g, &mut rng, (0, 1, 0), &[None, Some(SgemmVariant::Gemv), Some(SgemmVariant::Skinny)]));
-            }
+        for g in every_layout_and_transpose(m, 70, 301) {
+            let g = g.batched(2).alpha_beta(0.5, -1.0);
+            failures.extend(case(&gpu, &g, &mut rng, (0, 1, 0), &[None, Some(SgemmVariant::Gemv), Some(SgemmVariant::Skinny)]));
         }
     }
     assert_all(failures);

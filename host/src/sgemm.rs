@@ -412,11 +412,11 @@ fn tile_efficiency(v: SgemmVariant, tile: &SgemmTile) -> f64 {
 /// The dispatcher. For `m ≤ GEMV_MAX_M` (8) the problem is a few matrix-vector products bound
 /// by streaming B, and `gemv` streams it in one pass (H200, n = k = 4096: 22 µs at m = 1 and
 /// 31 µs at m = 4, against 74 µs for the 16-row `skinny` tiles). From m = 9 it would take two
-/// passes, and `skinny` is the faster (m = 16: 67 µs against 85 µs). Otherwise every block-tile variant gets an
-/// estimated time from a wave model of its grid: each SM holds `resident` blocks at once
-/// (the variant's `blocks_per_sm`, or fewer when the grid has fewer blocks per SM), the
-/// grid runs in `waves = ceil(tiles / (SMs × resident))`, and a wave costs the `resident ×
-/// bm × bn` outputs its busiest SM computes, divided by the tile's efficiency
+/// passes, and `skinny` is the faster (m = 16: 67 µs against 85 µs). Otherwise every
+/// block-tile variant gets an estimated time from a wave model of its grid: each SM holds
+/// `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the grid has fewer
+/// blocks per SM), the grid runs in `waves = ceil(tiles / (SMs × resident))`, and a wave
+/// costs the `resident × bm × bn` outputs its busiest SM computes, divided by the tile's efficiency
 /// (`tile_efficiency`). Counting whole tiles charges the partial tiles at the edges; counting
 /// whole waves charges the idle SMs of a grid that does not divide evenly (1024 64×64
 /// problems are one wave of 8-per-SM blocks on 132 SMs, but two of 6-per-SM blocks). The

@@ -240,15 +240,7 @@ impl OperandCopy {
     unsafe fn issue_async<const MN: usize, const BK: usize, const NT: usize>(&self, stage: u32, k0: u32, k_total: u32) {
         if self.mn_full && k0 + BK as u32 <= k_total {
             // Interior k-step of an interior tile (block-uniform): no tests, no zero-fill.
-            if self.vector {
-                for i in 0..MN * BK / (4 * NT) {
-                    cp_async_16_inside(self.shared(stage, i), self.global(i, k0));
-                }
-            } else {
-                for i in 0..MN * BK / NT {
-                    cp_async_4_inside(self.shared(stage, i), self.global(i, k0));
-                }
-            }
+            self.issue_inside::<MN, BK, NT>(stage, k0, self.vector);
         } else if self.vector {
             for i in 0..MN * BK / (4 * NT) {
                 let kk = self.kk_first + i as u32 * self.kk_unit_step;
@@ -267,13 +259,14 @@ impl OperandCopy {
         }
     }
 
-    /// Issues the copies of a k-step of the fast loop (see `fast_iters` in `sgemm`): every unit
-    /// lies inside the operand, and the unit width follows from the layout at compile time (a
-    /// k-contiguous operand is copied a float at a time; an m/n-contiguous one, which the fast
-    /// loop only takes when it is 16-byte aligned, in 16-byte vectors). No tests, no branches.
+    /// Issues the copies of a k-step that lies wholly inside the operand: no tests, no
+    /// zero-fill. `vector`: the plan's units are 16-byte vectors. The fast loop (see
+    /// `fast_iters` in `sgemm`) passes a compile-time constant, so its copies have no branch
+    /// at all: a k-contiguous operand is copied a float at a time, an m/n-contiguous one
+    /// (which the fast loop only takes when it is 16-byte aligned) in 16-byte vectors.
     #[inline(always)]
-    unsafe fn issue_fast<const MN: usize, const BK: usize, const NT: usize, const K_CONTIGUOUS: bool>(&self, stage: u32, k0: u32) {
-        if !K_CONTIGUOUS {
+    unsafe fn issue_inside<const MN: usize, const BK: usize, const NT: usize>(&self, stage: u32, k0: u32, vector: bool) {
+        if vector {
             for i in 0..MN * BK / (4 * NT) {
                 cp_async_16_inside(self.shared(stage, i), self.global(i, k0));
             }
@@ -545,7 +538,7 @@ unsafe fn sgemm<
                 let copy_a = || {
                     if fast {
                         let (a_copy, _) = copies();
-                        a_copy.issue_fast::<BM, BK, NT, A_K_CONTIGUOUS>(stage, next * BK as u32);
+                        a_copy.issue_inside::<BM, BK, NT>(stage, next * BK as u32, !A_K_CONTIGUOUS);
                     } else if next < k_iters {
                         let (a_copy, _) = copies();
                         a_copy.issue_async::<BM, BK, NT>(stage, next * BK as u32, p.k);
@@ -554,7 +547,7 @@ unsafe fn sgemm<
                 let copy_b = || {
                     if fast {
                         let (_, b_copy) = copies();
-                        b_copy.issue_fast::<BN, BK, NT, B_K_CONTIGUOUS>(stage + a_bytes, next * BK as u32);
+                        b_copy.issue_inside::<BN, BK, NT>(stage + a_bytes, next * BK as u32, !B_K_CONTIGUOUS);
                     } else if next < k_iters {
                         let (_, b_copy) = copies();
                         b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, next * BK as u32, p.k);
