@@ -5,8 +5,8 @@
 
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
-    choose_variant, ptx, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmPlan, SgemmVariant, Transpose, SGEMM_CONFIGS,
-    SGEMM_KERNELS,
+    choose_kernel, ptx, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose,
+    MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SPLIT_K_MAX_TILE_ELEMENTS,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
 
@@ -252,34 +252,81 @@ fn edge_semantics_of_the_plan() {
 #[test]
 fn dispatcher_follows_its_rule() {
     let row = sgemm_config(Arch::Sm90);
+    let choose = |m: usize, n: usize, k: usize, batch: usize| choose_kernel(m, n, k, batch, row, H200_SMS).to_string();
     for m in [1, 4, 8] {
-        assert_eq!(choose_variant(m, 4096, 1, row, H200_SMS), SgemmVariant::Gemv);
+        assert_eq!(choose(m, 4096, 4096, 1), "gemv");
     }
-    // From m = 9 `gemv` needs two passes over B; 16-row tiles stream it once.
+    // From m = 9 `gemv` needs two passes over B; 16-row tiles stream it once, their k split
+    // over a cluster of 5 (64 tiles alone leave most SMs idle; H200: 35 µs against 69 µs).
     for m in [9, 16] {
-        assert_eq!(choose_variant(m, 4096, 1, row, H200_SMS), SgemmVariant::Skinny);
+        assert_eq!(choose(m, 4096, 4096, 1), "skinny/k5");
     }
-    assert_ne!(choose_variant(17, 4096, 1, row, H200_SMS), SgemmVariant::Gemv);
-    // Large squares fill the GPU with big tiles.
-    for s in [4096, 8192] {
-        let v = choose_variant(s, s, 1, row, H200_SMS);
-        assert!(matches!(v, SgemmVariant::Huge | SgemmVariant::Large), "{s}: {v:?}");
+    assert_ne!(choose(17, 4096, 4096, 1), "gemv");
+    // Large problems fill the GPU with the biggest tile, unsplit.
+    for s in [2048, 4096, 8192] {
+        assert_eq!(choose(s, s, s, 1), "huge");
     }
+    assert_eq!(choose(2048, 2048, 2048, 8), "huge");
     // 1024 x 64³: 64×64 matrices; a 128-row tile would be half empty, and `medium` (6 blocks
     // per SM) would need two waves where `small` (8 per SM) needs one.
-    assert_eq!(choose_variant(64, 64, 1024, row, H200_SMS), SgemmVariant::Small);
-    // 1024³: 256 64×64 tiles, two per SM; `medium` (deeper pipeline) ties `small` on the wave
-    // model and comes first.
-    assert_eq!(choose_variant(1024, 1024, 1, row, H200_SMS), SgemmVariant::Medium);
-    // A problem with fewer large tiles than SMs takes smaller tiles (the H200 sweep measured
-    // 16×64 `skinny` tiles fastest at 512³).
-    let v = choose_variant(512, 512, 1, row, H200_SMS);
-    assert!(!matches!(v, SgemmVariant::Huge | SgemmVariant::Large), "{v:?}");
-    // Deterministic and defined for every architecture.
+    assert_eq!(choose(64, 64, 64, 1024), "small");
+    // 1024³ and 1000³: 256 64×64 tiles, two per SM, are too few warps; split over 2 blocks,
+    // four per SM (H200: 62 µs against 66 µs unsplit).
+    assert_eq!(choose(1024, 1024, 1024, 1), "medium/k2");
+    assert_eq!(choose(1000, 1000, 1000, 1), "medium/k2");
+    // 512³: 256 16×64 tiles; 256³: 64 of them, k split over 2.
+    assert_eq!(choose(512, 512, 512, 1), "skinny");
+    assert_eq!(choose(256, 256, 256, 1), "skinny/k2");
+    // Deterministic and defined for every architecture; no split without clusters.
     for arch in Arch::ALL {
-        for (m, n, b) in [(1000, 1000, 1), (33, 4097, 1), (128, 4096, 32), (2048, 2048, 8)] {
-            let v = choose_variant(m, n, b, sgemm_config(arch), 80);
-            assert_eq!(v, choose_variant(m, n, b, sgemm_config(arch), 80));
+        for (m, n, k, b) in [(1000, 1000, 1000, 1), (33, 4097, 129, 1), (128, 4096, 128, 32), (2048, 2048, 2048, 8), (16, 4096, 4096, 1)] {
+            let c = choose_kernel(m, n, k, b, sgemm_config(arch), 80);
+            assert_eq!(c, choose_kernel(m, n, k, b, sgemm_config(arch), 80));
+            assert!(c.k_splits == 1 || arch.limits().has_clusters, "{arch}: {c}");
+        }
+    }
+}
+
+#[test]
+fn k_split_plans_and_their_errors() {
+    let g = Sgemm::new(300, 200, 1000);
+    let (a, b, c) = (300 * 1000, 1000 * 200, 300 * 200);
+    let bufs = buffers(a, b, c);
+    let forced = |arch: Arch, variant: SgemmVariant, k_splits: u32| g.plan(&bufs, sgemm_config(arch), H200_SMS, Some(SgemmChoice { variant, k_splits }));
+    // A split plan: one cluster of `k_splits` blocks per tile along y, shared memory for the
+    // partial tile (or the pipeline, whichever is larger).
+    let p = forced(Arch::Sm90, SgemmVariant::Medium, 3).unwrap();
+    let tile = sgemm_config(Arch::Sm90).medium;
+    assert_eq!(p.grid, (5 * 4, 3, 1));
+    assert_eq!(p.smem_bytes, tile.split_k_smem_bytes());
+    assert!(p.smem_bytes >= tile.smem_bytes() && p.smem_bytes >= tile.bm * (tile.bn + 4) * 4);
+    let skinny = forced(Arch::Sm90, SgemmVariant::Skinny, MAX_K_SPLITS).unwrap();
+    assert_eq!(skinny.grid.1, MAX_K_SPLITS);
+    // Unsplit plans are unchanged.
+    assert_eq!(forced(Arch::Sm90, SgemmVariant::Medium, 1).unwrap().grid.1, 1);
+    // Refused: 0 or more than a portable cluster, gemv, 128-wide tiles (compiled without the
+    // split), architectures without clusters.
+    for (arch, variant, k_splits) in [
+        (Arch::Sm90, SgemmVariant::Medium, 0),
+        (Arch::Sm90, SgemmVariant::Medium, MAX_K_SPLITS + 1),
+        (Arch::Sm90, SgemmVariant::Gemv, 2),
+        (Arch::Sm90, SgemmVariant::Huge, 2),
+        (Arch::Sm90, SgemmVariant::Large, 2),
+        (Arch::Sm80, SgemmVariant::Medium, 2),
+        (Arch::Sm89, SgemmVariant::Skinny, 3),
+    ] {
+        let e = forced(arch, variant, k_splits).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { name: "k_splits", .. }), "{arch} {variant:?}/k{k_splits}: {e}");
+    }
+    // Which tiles split, and which move their edge tiles inside: the small ones, on
+    // architectures with clusters (moving needs none).
+    for arch in Arch::ALL {
+        let row = sgemm_config(arch);
+        for v in SgemmVariant::TILED {
+            let t = row.tile(v);
+            let small = t.bm * t.bn <= SPLIT_K_MAX_TILE_ELEMENTS;
+            assert_eq!(t.can_split_k(&arch.limits()), small && arch.limits().has_clusters, "{arch} {v:?}");
+            assert_eq!(t.moves_edge_tiles(), small, "{arch} {v:?}");
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cukernels::cudarc::driver::{CudaContext, CudaStream};
-use cukernels::{device_context, ptx, Cukernels, Error, Layout, Sgemm, SgemmVariant, Transpose};
+use cukernels::{device_context, ptx, Cukernels, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, Transpose, MAX_K_SPLITS};
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -80,9 +80,14 @@ fn expected(g: &Sgemm, x: &Inputs, rng: &mut StdRng) -> Expected {
     }
 }
 
-/// Runs `g` with every handle and each of `variants` (None = the dispatcher), and checks each
-/// result. Returns the failures.
-fn run(gpu: &Gpu, g: &Sgemm, x: &Inputs, want: &Expected, variants: &[Option<SgemmVariant>]) -> Vec<String> {
+/// Whether handle `h`'s config has kernel `choice` (k splits need clusters).
+fn supports(h: &Cukernels, choice: Option<SgemmChoice>) -> bool {
+    choice.is_none_or(|c| c.k_splits == 1 || h.sgemm_config().tile(c.variant).can_split_k(&h.sgemm_config().arch.limits()))
+}
+
+/// Runs `g` with every handle and each of `variants` (None = the dispatcher) that the handle's
+/// config has, and checks each result. Returns the failures.
+fn run(gpu: &Gpu, g: &Sgemm, x: &Inputs, want: &Expected, variants: &[Option<SgemmChoice>]) -> Vec<String> {
     let s = &gpu.stream;
     let pad = |v: &[f32], off: usize| {
         let mut p = vec![7.0f32; off];
@@ -94,7 +99,7 @@ fn run(gpu: &Gpu, g: &Sgemm, x: &Inputs, want: &Expected, variants: &[Option<Sge
     let c_init = pad(&x.c, x.c_off);
     let mut failures = Vec::new();
     for h in &gpu.handles {
-        for &v in variants {
+        for &v in variants.iter().filter(|&&v| supports(h, v)) {
             let mut c_dev = s.clone_htod(&c_init).unwrap();
             let a_view = a_dev.slice(x.a_off..);
             let b_view = b_dev.slice(x.b_off..);
@@ -118,7 +123,7 @@ fn run(gpu: &Gpu, g: &Sgemm, x: &Inputs, want: &Expected, variants: &[Option<Sge
 
 /// One case: fresh inputs for `g` (buffers shifted by `offsets` floats), the reference, and a
 /// run with every handle and each of `variants`.
-fn case(gpu: &Gpu, g: &Sgemm, rng: &mut StdRng, offsets: (usize, usize, usize), variants: &[Option<SgemmVariant>]) -> Vec<String> {
+fn case(gpu: &Gpu, g: &Sgemm, rng: &mut StdRng, offsets: (usize, usize, usize), variants: &[Option<SgemmChoice>]) -> Vec<String> {
     let x = inputs(g, rng, offsets);
     let want = expected(g, &x, rng);
     run(gpu, g, &x, &want, variants)
@@ -178,7 +183,7 @@ fn odd_shapes_every_layout_and_transpose_every_config() {
 fn every_variant_on_edge_shapes() {
     let gpu = gpu();
     let mut rng = rng("every_variant");
-    let variants: Vec<Option<SgemmVariant>> = SgemmVariant::ALL.iter().map(|&v| Some(v)).collect();
+    let variants: Vec<Option<SgemmChoice>> = SgemmVariant::ALL.iter().map(|&v| Some(v.into())).collect();
     let mut failures = Vec::new();
     let shapes: &[(usize, usize, usize, usize)] = if quick() {
         &[(33, 65, 17, 2), (5, 130, 40, 1)]
@@ -202,7 +207,7 @@ fn every_variant_on_edge_shapes() {
 fn aligned_interior_tiles_every_variant() {
     let gpu = gpu();
     let mut rng = rng("aligned_interior");
-    let variants: Vec<Option<SgemmVariant>> = std::iter::once(None).chain(SgemmVariant::TILED.iter().map(|&v| Some(v))).collect();
+    let variants: Vec<Option<SgemmChoice>> = std::iter::once(None).chain(SgemmVariant::TILED.iter().map(|&v| Some(v.into()))).collect();
     let shapes: &[(usize, usize, usize, usize)] = if quick() { &[(136, 264, 72, 1)] } else { &[(136, 264, 72, 1), (264, 520, 264, 2), (520, 264, 1000, 1)] };
     let mut failures = Vec::new();
     for &(m, n, k, batch) in shapes {
@@ -212,6 +217,69 @@ fn aligned_interior_tiles_every_variant() {
         }
     }
     assert_all(failures);
+}
+
+/// K splits over 2, 3, 5 and `MAX_K_SPLITS` blocks of a cluster, for every variant that splits, on
+/// the configs with clusters: k not a multiple of any k-step, slices that end inside a k-step,
+/// splits with more blocks than k-steps (empty slices), edge tiles, batches, beta ≠ 0 and
+/// beta = 0 with NaN in C, unaligned operands, every layout and transpose. The device must
+/// have at least one such config (sm_90 and newer do).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn k_split_every_variant_and_split() {
+    let gpu = gpu();
+    let mut rng = rng("k_split");
+    let splitting: Vec<&Cukernels> = gpu.handles.iter().filter(|h| h.sgemm_config().arch.limits().has_clusters).collect();
+    assert!(!splitting.is_empty(), "no config with thread-block clusters to test k splits on");
+    let splits: Vec<u32> = if quick() { vec![2, 3, MAX_K_SPLITS] } else { vec![2, 3, 5, MAX_K_SPLITS] };
+    let choices: Vec<Option<SgemmChoice>> = SgemmVariant::TILED
+        .iter()
+        .flat_map(|&variant| splits.iter().map(move |&k_splits| Some(SgemmChoice { variant, k_splits })))
+        .collect();
+    let shapes: &[(usize, usize, usize, usize, (usize, usize, usize))] = if quick() {
+        &[(70, 45, 99, 2, (0, 0, 0)), (33, 130, 20, 1, (1, 2, 3))]
+    } else {
+        &[(70, 45, 99, 2, (0, 0, 0)), (33, 130, 20, 1, (1, 2, 3)), (257, 300, 1000, 1, (0, 0, 0)), (136, 264, 520, 2, (0, 0, 0))]
+    };
+    let mut failures = Vec::new();
+    for &(m, n, k, batch, offsets) in shapes {
+        for g in every_layout_and_transpose(m, n, k) {
+            for (alpha, beta) in [(1.25, -0.5), (0.75, 0.0)] {
+                let g = g.batched(batch).alpha_beta(alpha, beta);
+                failures.extend(case(&gpu, &g, &mut rng, offsets, &choices));
+            }
+        }
+    }
+    assert_all(failures);
+}
+
+/// A k-split result does not depend on timing: the cluster adds the partial tiles in a fixed
+/// order, so two runs give the same bits.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn k_split_results_are_bitwise_reproducible() {
+    let gpu = gpu();
+    let s = &gpu.stream;
+    let mut rng = rng("k_split_bits");
+    let g = Sgemm::new(200, 300, 2000).batched(2);
+    let x = inputs(&g, &mut rng, (0, 0, 0));
+    let a = s.clone_htod(&x.a).unwrap();
+    let b = s.clone_htod(&x.b).unwrap();
+    let mut tested = 0;
+    for h in gpu.handles.iter().filter(|h| h.sgemm_config().arch.limits().has_clusters) {
+        for k_splits in [3, MAX_K_SPLITS] {
+            let choice = Some(SgemmChoice { variant: SgemmVariant::Medium, k_splits });
+            let mut runs = Vec::new();
+            for _ in 0..3 {
+                let mut c = s.clone_htod(&x.c).unwrap();
+                h.sgemm_with(s, &g, &a, &b, &mut c, choice).unwrap();
+                runs.push(s.clone_dtoh(&c).unwrap().iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
+            }
+            assert!(runs.windows(2).all(|w| w[0] == w[1]), "config {}: medium/k{k_splits} differs between runs", h.config());
+            tested += 1;
+        }
+    }
+    assert!(tested > 0, "no config with thread-block clusters");
 }
 
 #[test]
@@ -230,7 +298,7 @@ fn beta_zero_never_reads_nan_in_c_and_alpha_beta_scale() {
                 x.b.iter_mut().for_each(|v| *v = f32::NAN);
             }
             let want = expected(&g, &x, &mut rng);
-            failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Small)]));
+            failures.extend(run(&gpu, &g, &x, &want, &[None, Some(SgemmVariant::Small.into())]));
         }
     }
     assert_all(failures);
@@ -270,7 +338,7 @@ fn broadcast_strides_and_padded_leading_dimensions() {
         // A broadcast (stride 0), B broadcast, both, and gaps between C batches.
         for (sa, sb) in [(0, major(br, bc) * ldb), (major(ar, ac) * lda, 0), (0, 0)] {
             let g = base.leading_dims(lda, ldb, ldc).strides(sa, sb, one_c + 9);
-            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Medium)]));
+            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Medium.into())]));
         }
     }
     assert_all(failures);
@@ -294,7 +362,7 @@ fn unaligned_pointers_and_leading_dimensions() {
             let g = g
                 .leading_dims(lda, ldb, ldc)
                 .strides(major(ar, ac) * lda + 1, major(br, bc) * ldb + 3, major(131, 67) * ldc + 1);
-            failures.extend(case(&gpu, &g, &mut rng, offsets, &[None, Some(SgemmVariant::Large), Some(SgemmVariant::Skinny)]));
+            failures.extend(case(&gpu, &g, &mut rng, offsets, &[None, Some(SgemmVariant::Large.into()), Some(SgemmVariant::Skinny.into())]));
         }
     }
     assert_all(failures);
@@ -307,7 +375,7 @@ fn batch_count_beyond_grid_limit() {
     let mut rng = rng("big_batch");
     let batch = if quick() { 70_000 / 8 } else { 70_000 };
     let g = Sgemm::new(3, 5, 7).batched(batch).alpha_beta(1.0, 1.0);
-    assert_all(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Skinny)]));
+    assert_all(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Skinny.into())]));
 }
 
 #[test]
@@ -325,6 +393,15 @@ fn invalid_arguments_are_errors_before_launch() {
     assert!(matches!(err, Error::InvalidArgument { name: "lda", .. }), "{err}");
     let err = h.sgemm(s, &Sgemm::new(5, 5, 5).batched(2).strides(25, 25, 10), &a, &b, &mut c).unwrap_err();
     assert!(matches!(err, Error::Overlap(_)), "{err}");
+    let bad_splits = [(SgemmVariant::Medium, 0), (SgemmVariant::Medium, MAX_K_SPLITS + 1), (SgemmVariant::Gemv, 2)];
+    for bad in bad_splits.map(|(variant, k_splits)| SgemmChoice { variant, k_splits }) {
+        let err = h.sgemm_with(s, &Sgemm::new(5, 5, 4), &a, &b, &mut c, Some(bad)).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { name: "k_splits", .. }), "{bad}: {err}");
+    }
+    // A config without clusters refuses any k split.
+    let old = gpu.handles.iter().find(|h| !h.sgemm_config().arch.limits().has_clusters).expect("the sm_70..sm_89 configs load on every GPU these tests run on");
+    let err = old.sgemm_with(s, &Sgemm::new(5, 5, 4), &a, &b, &mut c, Some(SgemmChoice { variant: SgemmVariant::Large, k_splits: 2 })).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { name: "k_splits", .. }), "{err}");
     // C is untouched by every refused call.
     assert!(s.clone_dtoh(&c).unwrap().iter().all(|&v| v == 1.0));
 }
@@ -339,7 +416,7 @@ fn small_m_every_row_count() {
     for m in rows {
         for g in every_layout_and_transpose(m, 70, 301) {
             let g = g.batched(2).alpha_beta(0.5, -1.0);
-            failures.extend(case(&gpu, &g, &mut rng, (0, 1, 0), &[None, Some(SgemmVariant::Gemv), Some(SgemmVariant::Skinny)]));
+            failures.extend(case(&gpu, &g, &mut rng, (0, 1, 0), &[None, Some(SgemmVariant::Gemv.into()), Some(SgemmVariant::Skinny.into())]));
         }
     }
     assert_all(failures);
@@ -353,7 +430,7 @@ fn launches_can_be_captured_in_a_cuda_graph() {
     let kernels = Cukernels::new(&ctx).unwrap();
     kernels.preload().unwrap();
     let mut rng = rng("graph");
-    // C += A·B per replay: three replays give C0 + 3·A·B.
+    // C += A·B per launch: three replays of one launch give C0 + 3·A·B (of two, C0 + 6·A·B).
     let once = Sgemm::new(100, 70, 50).alpha_beta(1.0, 1.0);
     let x = inputs(&once, &mut rng, (0, 0, 0));
     // cudarc's event tracking makes each use of a buffer wait for its last use on any stream;
@@ -369,13 +446,18 @@ fn launches_can_be_captured_in_a_cuda_graph() {
     unsafe { ctx.enable_event_tracking() };
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
     kernels.sgemm(&stream, &once, &a, &b, &mut c).unwrap();
+    // On a GPU with clusters, also a k-split launch (cuLaunchKernelEx with a cluster size).
+    let split = kernels.sgemm_config().arch.limits().has_clusters;
+    if split {
+        kernels.sgemm_with(&stream, &once, &a, &b, &mut c, Some(SgemmChoice { variant: SgemmVariant::Medium, k_splits: 3 })).unwrap();
+    }
     let graph = stream.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("the capture recorded the launch");
     for _ in 0..3 {
         graph.launch().unwrap();
     }
     stream.synchronize().unwrap();
     let out = stream.clone_dtoh(&c).unwrap();
-    let thrice = once.alpha_beta(3.0, 1.0);
+    let thrice = once.alpha_beta(if split { 6.0 } else { 3.0 }, 1.0);
     let want = expected(&thrice, &x, &mut rng);
     if let Err(e) = want.check(&thrice, &x.c, &out) {
         panic!("graph replays:\n{e}");

@@ -123,11 +123,23 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
         std::process::exit(1);
     }
 
-    let shapes: Vec<Shape> = sweep()
+    let mut shapes: Vec<Shape> = sweep()
         .into_iter()
         .filter(|s| !o.quick || s.flops() < 2e11)
         .filter(|s| o.shapes.is_empty() || o.shapes.iter().any(|want| s.label() == *want))
         .collect();
+    // A label outside the sweep (`MxNxK` or `B,MxNxK`) is benchmarked as an extra shape.
+    for want in &o.shapes {
+        if !shapes.iter().any(|s| s.label() == *want) {
+            match Shape::parse(want) {
+                Some(s) => shapes.push(s),
+                None => {
+                    eprintln!("--shape {want}: not a sweep label, nor MxNxK or B,MxNxK");
+                    std::process::exit(2);
+                }
+            }
+        }
+    }
     let mut out = o.out.as_ref().map(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).expect("open --out file"));
     println!(
         "\n{:<8} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>7}",
@@ -144,17 +156,17 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
             r.cublas_tflops(),
             r.ratio(),
             100.0 * r.ours_tflops() / peak,
-            r.chosen.name(),
-            r.best().0.name(),
+            r.chosen.to_string(),
+            r.best().0.to_string(),
             100.0 * r.regret()
         );
         if let Some(f) = out.as_mut() {
-            let variants: Vec<String> = r.variants_ms.iter().map(|(v, ms)| format!("\"{}\":{:.5}", v.name(), ms)).collect();
+            let variants: Vec<String> = r.variants_ms.iter().map(|(v, ms)| format!("\"{}\":{:.5}", v, ms)).collect();
             writeln!(
                 f,
                 "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
                 s.label(), s.group, s.batch, s.m, s.n, s.k, r.ours_tflops(), r.cublas_tflops(), r.ratio(),
-                100.0 * r.ours_tflops() / peak, r.chosen.name(), r.best().0.name(), r.regret(), variants.join(","),
+                100.0 * r.ours_tflops() / peak, r.chosen.to_string(), r.best().0.to_string(), r.regret(), variants.join(","),
                 info.name, kernels.config()
             )
             .unwrap();

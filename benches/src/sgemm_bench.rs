@@ -3,13 +3,14 @@
 //! timings of single launches after warm-up; inputs rotate among several buffer sets when one
 //! set would fit in L2, so that repeated runs do not measure the cache.
 //!
-//! Dispatch regret: for each shape, every variant is timed the same way; regret is the
-//! dispatcher's choice's time over the best variant's time, minus one.
+//! Dispatch regret: for each shape, every candidate kernel (each variant, and each k split the
+//! dispatcher considers: `kernel_candidates`) is timed the same way; regret is the
+//! dispatcher's choice's time over the best candidate's time, minus one.
 
 use cukernels::cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, StridedBatchedConfig};
 use cukernels::cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cukernels::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
-use cukernels::{choose_variant, Cukernels, Sgemm, SgemmVariant};
+use cukernels::{choose_kernel, kernel_candidates, Cukernels, Sgemm, SgemmChoice, SgemmVariant};
 use std::sync::Arc;
 
 /// One benchmark shape: `batch` row-major products of `m×k` by `k×n`.
@@ -28,6 +29,18 @@ impl Shape {
             format!("{}x{}x{}", self.m, self.n, self.k)
         } else {
             format!("{}x({}x{}x{})", self.batch, self.m, self.n, self.k)
+        }
+    }
+    /// `MxNxK` (one batch) or `B,MxNxK`: a shape outside the sweep (group "extra").
+    pub fn parse(label: &str) -> Option<Shape> {
+        let (batch, dims) = match label.split_once(',') {
+            Some((b, d)) => (b.parse().ok()?, d),
+            None => (1, label),
+        };
+        let d: Vec<usize> = dims.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        match d[..] {
+            [m, n, k] => Some(shape("extra", batch, m, n, k)),
+            _ => None,
         }
     }
     pub fn flops(&self) -> f64 {
@@ -63,11 +76,11 @@ pub fn sweep() -> Vec<Shape> {
 #[derive(Clone, Debug)]
 pub struct Row {
     pub shape: Shape,
-    pub chosen: SgemmVariant,
+    pub chosen: SgemmChoice,
     pub ours_ms: f64,
     pub cublas_ms: f64,
-    /// Median time of each variant (the dispatcher's choice included).
-    pub variants_ms: Vec<(SgemmVariant, f64)>,
+    /// Median time of each candidate kernel (the dispatcher's choice included).
+    pub variants_ms: Vec<(SgemmChoice, f64)>,
 }
 
 impl Row {
@@ -80,7 +93,7 @@ impl Row {
     pub fn ratio(&self) -> f64 {
         self.cublas_ms / self.ours_ms
     }
-    pub fn best(&self) -> (SgemmVariant, f64) {
+    pub fn best(&self) -> (SgemmChoice, f64) {
         self.variants_ms.iter().copied().fold((self.chosen, f64::INFINITY), |b, x| if x.1 < b.1 { x } else { b })
     }
     pub fn regret(&self) -> f64 {
@@ -196,22 +209,24 @@ pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream
     let mut sets = alloc_sets(stream, s, info.l2_bytes);
     let n_sets = sets.a.len();
     let g = Sgemm::new(s.m, s.n, s.k).batched(s.batch);
-    let chosen = choose_variant(s.m, s.n, s.batch, kernels.sgemm_config(), kernels.sm_count());
+    let (row, sms) = (kernels.sgemm_config(), kernels.sm_count());
+    let chosen = choose_kernel(s.m, s.n, s.k, s.batch, row, sms);
     let warmup = 3;
-    let time_ours = |variant: Option<SgemmVariant>, sets: &mut Sets| {
+    let time_ours = |choice: Option<SgemmChoice>, sets: &mut Sets| {
         median_ms(stream, warmup, reps, |i| {
             let j = i % n_sets;
-            kernels.sgemm_with(stream, &g, &sets.a[j], &sets.b[j], &mut sets.c[j], variant).unwrap();
+            kernels.sgemm_with(stream, &g, &sets.a[j], &sets.b[j], &mut sets.c[j], choice).unwrap();
         })
     };
     let ours_ms = time_ours(None, &mut sets);
-    // Every variant that could be the right one: `gemv` re-streams B once per 8 rows of C, so
-    // it is timed only where m is small enough for that to be a contender.
-    let variants_ms: Vec<(SgemmVariant, f64)> = SgemmVariant::ALL
-        .iter()
-        .filter(|&&v| v != SgemmVariant::Gemv || s.m <= 2 * cukernels::GEMV_MAX_M as usize)
-        .map(|&v| (v, if v == chosen { ours_ms } else { time_ours(Some(v), &mut sets) }))
-        .collect();
+    // Every kernel that could be the right one: the dispatcher's candidates, and `gemv`, which
+    // re-streams B once per 8 rows of C, where m is small enough for it to be a contender.
+    let mut candidates = kernel_candidates(s.m, s.n, s.k, s.batch, row, sms);
+    if s.m <= 2 * cukernels::GEMV_MAX_M as usize {
+        candidates.push(SgemmVariant::Gemv.into());
+    }
+    let variants_ms: Vec<(SgemmChoice, f64)> =
+        candidates.into_iter().map(|c| (c, if c == chosen { ours_ms } else { time_ours(Some(c), &mut sets) })).collect();
     let cfg = cublas_config(s);
     let cublas_ms = median_ms(stream, warmup, reps, |i| {
         let j = i % n_sets;

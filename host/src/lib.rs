@@ -36,11 +36,11 @@ pub mod sgemm;
 pub use cudarc;
 pub use cukernels_gpu::{
     sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
-    SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, SGEMM_CONFIGS, SGEMM_KERNELS,
+    SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SPLIT_K_MAX_TILE_ELEMENTS,
 };
 pub use error::{Error, Result};
 pub use runtime::{device_context, Cukernels};
-pub use sgemm::{choose_variant, Layout, Sgemm, SgemmBuffers, SgemmPlan, Transpose};
+pub use sgemm::{choose_kernel, kernel_candidates, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
 
 /// The README's examples, compiled as doc tests (`no_run`: they need a GPU).
 #[cfg(doctest)]

@@ -108,9 +108,11 @@ impl Cukernels {
         let mut sgemm = Vec::with_capacity(SGEMM_KERNELS.len());
         for kernel in SGEMM_KERNELS {
             let f = module.load_function(kernel.entry_point)?;
+            // The most any launch of this variant asks for (a k-split launch may need more than
+            // its pipeline: `split_k_smem_bytes`).
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                row.launch(kernel.variant).smem_bytes as i32,
+                row.launch(kernel.variant).split_k_smem_bytes as i32,
             )?;
             // Ask for the largest shared-memory carveout so `blocks_per_sm` blocks fit.
             f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;

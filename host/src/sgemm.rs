@@ -17,14 +17,46 @@
 //! [`Sgemm::plan`] validates everything and maps the call onto the kernels' one canonical form
 //! (row-major C; see `kernels-gpu/src/device/sgemm.rs`): a column-major problem is computed as
 //! the row-major `Cᵀ = op(B)ᵀ · op(A)ᵀ`, which swaps the operands and costs nothing. Then the
-//! dispatcher picks a kernel variant (rule in [`choose_variant`]).
+//! dispatcher picks a kernel variant and a k split (rule in [`choose_kernel`]).
+//!
+//! # Split k
+//! On architectures with thread-block clusters (sm_90 and newer), a problem with too few tiles
+//! to fill the GPU can spread each tile's k range over the `k_splits` blocks of a cluster. Each
+//! block computes a partial tile over its slice of k, and the cluster adds the partial tiles
+//! through distributed shared memory, always in the same order: no workspace, no atomics, and
+//! the same bits on every run.
 
 use crate::error::{Error, Result};
 use crate::runtime::Cukernels;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
-use cukernels_gpu::{SgemmArchConfig, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M};
+use cukernels_gpu::{SgemmArchConfig, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS};
 use std::ffi::c_void;
+
+/// Which kernel runs a problem: a variant, and over how many blocks (one thread-block cluster)
+/// each tile's k range is split (1: no split). [`choose_kernel`] picks one; tests and
+/// benchmarks may force one through [`Cukernels::sgemm_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SgemmChoice {
+    pub variant: SgemmVariant,
+    pub k_splits: u32,
+}
+
+impl From<SgemmVariant> for SgemmChoice {
+    fn from(variant: SgemmVariant) -> SgemmChoice {
+        SgemmChoice { variant, k_splits: 1 }
+    }
+}
+
+impl std::fmt::Display for SgemmChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.k_splits == 1 {
+            f.write_str(self.variant.name())
+        } else {
+            write!(f, "{}/k{}", self.variant.name(), self.k_splits)
+        }
+    }
+}
 
 /// Storage order of all three matrices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -194,8 +226,8 @@ impl Sgemm {
 
     /// Validates the problem against the buffers (device addresses and lengths in elements) and
     /// maps it onto a kernel launch for a device with `sm_count` SMs and config `row`.
-    /// `variant` overrides the dispatcher (benchmarks, tests).
-    pub fn plan(&self, buffers: &SgemmBuffers, row: &SgemmArchConfig, sm_count: u32, variant: Option<SgemmVariant>) -> Result<SgemmPlan> {
+    /// `choice` overrides the dispatcher (benchmarks, tests).
+    pub fn plan(&self, buffers: &SgemmBuffers, row: &SgemmArchConfig, sm_count: u32, choice: Option<SgemmChoice>) -> Result<SgemmPlan> {
         let g = self;
         for (name, v) in [("m", g.m), ("n", g.n), ("k", g.k)] {
             if v > MAX_DIM {
@@ -304,7 +336,21 @@ impl Sgemm {
             flags |= BETA_ZERO;
         }
 
-        let variant = variant.unwrap_or_else(|| choose_variant(cm, cn, g.batch, row, sm_count));
+        let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, g.k, g.batch, row, sm_count));
+        if k_splits != 1 {
+            let why = if k_splits == 0 || k_splits > MAX_K_SPLITS {
+                Some(format!("must be 1 to {MAX_K_SPLITS} (a cluster's blocks)"))
+            } else if variant == SgemmVariant::Gemv {
+                Some("gemv does not split k".to_string())
+            } else if !row.tile(variant).can_split_k(&row.arch.limits()) {
+                Some(format!("{} has no k split on {} (needs thread-block clusters and room for a partial tile)", variant.name(), row.arch))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(Error::invalid("k_splits", k_splits, why));
+            }
+        }
         let launch = row.launch(variant);
         // The canonical n is the caller's n (row-major) or m (column-major).
         let (n_name, n_value) = if g.layout == Layout::RowMajor { ("n", g.n) } else { ("m", g.m) };
@@ -324,9 +370,9 @@ impl Sgemm {
         Ok(SgemmPlan {
             variant,
             operands: SgemmOperands::new(a_k_contiguous, b_k_contiguous),
-            grid: (grid_x as u32, 1, g.batch.min(MAX_GRID_Z) as u32),
+            grid: (grid_x as u32, k_splits, g.batch.min(MAX_GRID_Z) as u32),
             block: launch.threads,
-            smem_bytes: launch.smem_bytes,
+            smem_bytes: if k_splits > 1 { launch.split_k_smem_bytes } else { launch.smem_bytes },
             a_addr: left.addr,
             b_addr: right.addr,
             c_addr: buffers.c_addr,
@@ -363,8 +409,10 @@ pub struct SgemmBuffers {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SgemmPlan {
     pub variant: SgemmVariant,
+    /// Blocks per tile, along the grid's y: one thread-block cluster per tile when above 1.
     /// The canonical operands' layout: selects the entry point compiled for it.
     pub operands: SgemmOperands,
+    /// (tiles or column blocks, k splits, batches).
     pub grid: (u32, u32, u32),
     pub block: u32,
     pub smem_bytes: u32,
@@ -388,54 +436,108 @@ pub struct SgemmPlan {
     pub empty: bool,
 }
 
-/// Relative throughput of a variant's tile, as the dispatcher's cost model sees it (`large` =
-/// 1.0). Fitted to the H200 sweep of `cukernels-bench` (2026-11-30: with these values the
-/// dispatcher's choice was within 6% of the fastest variant on every shape of the sweep);
-/// assumed for the other architectures until measured there. They are not raw full-load
-/// speeds: `skinny` (16×64 tiles) beats a 32×32 `small` on small problems, where per-block
-/// latency matters more than FMA throughput, which this single number absorbs. `huge` and
-/// `large` tie, and ties go to `huge` (it comes first): on the H200 `huge` is the faster of
-/// the two on every shape that fills the GPU (8192³: 51.0 against 46.3 TFLOP/s). A `small`
-/// row with 8×8 thread tiles (sm_90, sm_100) does medium's work per block and counts as such.
-fn tile_efficiency(v: SgemmVariant, tile: &SgemmTile) -> f64 {
-    match v {
-        SgemmVariant::Huge => 1.0,
-        SgemmVariant::Large => 1.0,
-        SgemmVariant::Medium => 0.7,
-        SgemmVariant::Small if tile.tm * tile.tn == 64 => 0.7,
-        SgemmVariant::Small => 0.4,
-        SgemmVariant::Skinny => 0.5,
-        SgemmVariant::Gemv => 0.0, // never costed: chosen by its rule
+/// How fast one SM runs a variant's tiles, as the dispatcher's cost model sees it: with `w`
+/// warps resident, `peak × w / (w + half_warps)` (FMA work per unit of time): few warps cannot
+/// hide the shared-memory and pipeline latencies, many approach the tile's peak. Fitted to the
+/// H200 (2026-11-30: the sweep of `cukernels-bench` plus eight more shapes, timing every
+/// candidate; with these values every sweep shape gets its fastest candidate, the others
+/// within 17%), with the full-load ratios of the 8192³ runs kept (`huge` 7% faster than
+/// `large`); assumed for the other architectures until measured there.
+struct TileSpeed {
+    peak: f64,
+    half_warps: f64,
+}
+
+fn tile_speed(v: SgemmVariant, tile: &SgemmTile) -> TileSpeed {
+    let (peak, half_warps) = match v {
+        SgemmVariant::Huge => (1.08, 1.5),
+        SgemmVariant::Large => (0.95, 1.9),
+        SgemmVariant::Medium => (0.96, 2.1),
+        SgemmVariant::Small if tile.tm * tile.tn == 64 => (0.9, 1.9),
+        // The 4×4 `small` of the other rows: not measured on the H200; a quarter of an 8×8
+        // tile's FMAs per shared-memory read.
+        SgemmVariant::Small => (0.6, 1.9),
+        SgemmVariant::Skinny => (0.86, 3.5),
+        SgemmVariant::Gemv => (0.0, 1.0), // never costed: chosen by its rule
+    };
+    TileSpeed { peak, half_warps }
+}
+
+/// Fixed cost of a block beyond its k loop, in k-steps' worth of its own work: filling the
+/// pipeline, the epilogue (fitted with [`tile_speed`]).
+const BLOCK_OVERHEAD_K_STEPS: f64 = 3.6;
+/// Extra cost of a k-split block, in k-steps' worth of its work: the cluster barriers, storing
+/// its partial tile, plus per block of the cluster reading its share of that block's partial
+/// tile through distributed shared memory (fitted with [`tile_speed`]).
+const SPLIT_OVERHEAD_K_STEPS: f64 = 2.1;
+const SPLIT_OVERHEAD_PER_BLOCK_K_STEPS: f64 = 0.86;
+
+/// The k splits the dispatcher considers (any from 1 to [`MAX_K_SPLITS`] can be forced). Splits
+/// over 4, 6 and 8 blocks measured slower than their odd neighbours on the H200 where B
+/// streams from memory (16 × 4096²: 41.4 µs over 4, 36.6 over 3, 35.5 over 5; over 6 39.5),
+/// as if slices a power-of-two number of rows apart contended for the same memory
+/// partitions; interleaving the slices' k-steps would be the fix.
+const K_SPLIT_CANDIDATES: [u32; 4] = [2, 3, 5, 7];
+
+/// The kernels worth considering for a problem (`m × n × k`, `batch`; canonical, row-major
+/// C): every block-tile variant unsplit, and split k over each of [`K_SPLIT_CANDIDATES`]
+/// blocks where the variant splits on this architecture ([`SgemmTile::can_split_k`]), the
+/// split grid still fits on the GPU at once (`tiles × splits ≤ SMs × blocks_per_sm`) and every
+/// slice keeps at least two k-steps.
+pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> Vec<SgemmChoice> {
+    let mut out = Vec::new();
+    for v in SgemmVariant::TILED {
+        out.push(SgemmChoice::from(v));
+        let t = row.tile(v);
+        if !t.can_split_k(&row.arch.limits()) {
+            continue;
+        }
+        let tiles = m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize) * batch.max(1);
+        let k_steps = k.div_ceil(t.bk as usize);
+        for k_splits in K_SPLIT_CANDIDATES {
+            let fits = tiles * k_splits as usize <= sm_count as usize * t.blocks_per_sm as usize;
+            if fits && k_steps >= 2 * k_splits as usize {
+                out.push(SgemmChoice { variant: v, k_splits });
+            }
+        }
     }
+    out
 }
 
 /// The dispatcher. For `m ≤ GEMV_MAX_M` (8) the problem is a few matrix-vector products bound
 /// by streaming B, and `gemv` streams it in one pass (H200, n = k = 4096: 22 µs at m = 1 and
 /// 31 µs at m = 4, against 74 µs for the 16-row `skinny` tiles). From m = 9 it would take two
 /// passes, and `skinny` is the faster (m = 16: 67 µs against 85 µs). Otherwise every
-/// block-tile variant gets an estimated time from a wave model of its grid: each SM holds
-/// `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the grid has fewer
-/// blocks per SM), the grid runs in `waves = ceil(tiles / (SMs × resident))`, and a wave
-/// costs the `resident × bm × bn` outputs its busiest SM computes, divided by the tile's efficiency
-/// (`tile_efficiency`). Counting whole tiles charges the partial tiles at the edges; counting
-/// whole waves charges the idle SMs of a grid that does not divide evenly (1024 64×64
-/// problems are one wave of 8-per-SM blocks on 132 SMs, but two of 6-per-SM blocks). The
-/// lowest estimate wins; ties go to the bigger tile. `cukernels-bench` reports, per shape,
-/// how far this choice is from the fastest variant (dispatch regret).
-pub fn choose_variant(m: usize, n: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmVariant {
+/// candidate ([`kernel_candidates`]) gets an estimated time from a wave model of its grid:
+/// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
+/// grid has fewer blocks per SM), the grid runs in `waves = ceil(blocks / (SMs × resident))`,
+/// and a wave costs the work of the SM's `resident` blocks (`bm × bn × k` of its slice, plus
+/// fixed overheads) at the speed of `resident` blocks' warps ([`tile_speed`]). Counting whole
+/// tiles charges the partial tiles at the edges; counting whole waves charges the idle SMs of
+/// a grid that does not divide evenly; the speed curve charges grids too small to hide
+/// latency, which a k split relieves by putting more blocks (warps) on every SM. The lowest
+/// estimate wins; ties go to the bigger tile and the fewer splits. `cukernels-bench`
+/// reports, per shape, how far this choice is from the fastest candidate (dispatch regret).
+pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmChoice {
     if m <= GEMV_MAX_M as usize {
-        return SgemmVariant::Gemv;
+        return SgemmVariant::Gemv.into();
     }
     let sms = sm_count.max(1) as f64;
-    let mut best = (f64::INFINITY, SgemmVariant::Large);
-    for v in SgemmVariant::TILED {
-        let t = row.tile(v);
-        let tiles = (m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize)) as f64 * batch.max(1) as f64;
-        let resident = (t.blocks_per_sm as f64).min((tiles / sms).ceil()).max(1.0);
-        let waves = (tiles / (sms * resident)).ceil();
-        let cost = waves * resident * (t.bm * t.bn) as f64 / tile_efficiency(v, &t);
+    let mut best = (f64::INFINITY, SgemmChoice::from(SgemmVariant::Large));
+    for c in kernel_candidates(m, n, k, batch, row, sm_count) {
+        let t = row.tile(c.variant);
+        let splits = c.k_splits as f64;
+        let blocks = (m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize)) as f64 * batch.max(1) as f64 * splits;
+        let resident = (t.blocks_per_sm as f64).min((blocks / sms).ceil()).max(1.0);
+        let waves = (blocks / (sms * resident)).ceil();
+        let k_steps = (k.div_ceil(t.bk as usize) as f64 / splits).ceil();
+        let overhead = BLOCK_OVERHEAD_K_STEPS + if c.k_splits > 1 { SPLIT_OVERHEAD_K_STEPS + SPLIT_OVERHEAD_PER_BLOCK_K_STEPS * splits } else { 0.0 };
+        let work = resident * (t.bm * t.bn * t.bk) as f64 * (k_steps + overhead);
+        let speed = tile_speed(c.variant, &t);
+        let warps = resident * (t.threads() / 32) as f64;
+        let cost = waves * work / (speed.peak * warps / (warps + speed.half_warps));
         if cost < best.0 {
-            best = (cost, v);
+            best = (cost, c);
         }
     }
     best.1
@@ -453,9 +555,9 @@ impl Cukernels {
         self.sgemm_with(stream, desc, a, b, c, None)
     }
 
-    /// As [`sgemm`](Self::sgemm), with the kernel variant chosen by the caller (`None`: the
-    /// dispatcher's choice).
-    pub fn sgemm_with<A, B, C>(&self, stream: &CudaStream, desc: &Sgemm, a: &A, b: &B, c: &mut C, variant: Option<SgemmVariant>) -> Result<()>
+    /// As [`sgemm`](Self::sgemm), with the kernel (variant and k split) chosen by the caller
+    /// (`None`: the dispatcher's choice).
+    pub fn sgemm_with<A, B, C>(&self, stream: &CudaStream, desc: &Sgemm, a: &A, b: &B, c: &mut C, choice: Option<SgemmChoice>) -> Result<()>
     where
         A: DevicePtr<f32>,
         B: DevicePtr<f32>,
@@ -467,7 +569,7 @@ impl Cukernels {
         let c_len = c.len();
         let (c_addr, _c_sync) = c.device_ptr_mut(stream);
         let buffers = SgemmBuffers { a_addr, a_len: a.len(), b_addr, b_len: b.len(), c_addr, c_len };
-        let plan = desc.plan(&buffers, self.sgemm_config(), self.sm_count(), variant)?;
+        let plan = desc.plan(&buffers, self.sgemm_config(), self.sm_count(), choice)?;
         self.launch_sgemm(stream, &plan)
     }
 
@@ -497,6 +599,9 @@ impl Cukernels {
             &mut args.15 as *mut _ as *mut c_void,
         ];
         self.context().bind_to_thread()?;
+        if p.grid.1 > 1 {
+            return self.launch_clusters(f.cu_function(), stream, p, &mut params);
+        }
         // SAFETY: `plan` proved that every element the canonical problem addresses lies inside
         // the caller's buffers, whose device pointers stay valid (and ordered on `stream` by
         // cudarc's SyncOnDrop guards) for the duration of the launch. The parameter array
@@ -512,6 +617,36 @@ impl Cukernels {
                 &mut params,
             )?;
         }
+        Ok(())
+    }
+
+    /// Launches a k-split plan: the `grid.1` blocks of each tile form one thread-block cluster
+    /// (`cuLaunchKernelEx` with a cluster-dimension attribute), which the kernel's reduction
+    /// through distributed shared memory needs.
+    fn launch_clusters(&self, f: cudarc::driver::sys::CUfunction, stream: &CudaStream, p: &SgemmPlan, params: &mut [*mut c_void; 16]) -> Result<()> {
+        use cudarc::driver::sys::{CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig};
+        // SAFETY (zeroed): a C union of plain integers; all zeros is a valid value of it.
+        let mut value: CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+        value.clusterDim.x = 1;
+        value.clusterDim.y = p.grid.1;
+        value.clusterDim.z = 1;
+        let mut attribute = CUlaunchAttribute { id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, pad: [0; 4], value };
+        let config = CUlaunchConfig {
+            gridDimX: p.grid.0,
+            gridDimY: p.grid.1,
+            gridDimZ: p.grid.2,
+            blockDimX: p.block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: p.smem_bytes,
+            hStream: stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: 1,
+        };
+        // SAFETY: as in `launch_sgemm` (validated plan, parameter array matching the entry
+        // point); `config` and `attribute` live until the call returns, and the plan only has
+        // k splits on an architecture with clusters, whose PTX has the reduction.
+        unsafe { cudarc::driver::sys::cuLaunchKernelEx(&config, f, params.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
         Ok(())
     }
 }

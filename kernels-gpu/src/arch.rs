@@ -49,6 +49,9 @@ pub struct ArchLimits {
     pub fp32_lanes_per_sm: u32,
     /// `cp.async` (global to shared copies that bypass registers) exists from sm_80 on.
     pub has_cp_async: bool,
+    /// Thread-block clusters and distributed shared memory (a block reading the shared memory
+    /// of the other blocks of its cluster) exist from sm_90 on.
+    pub has_clusters: bool,
 }
 
 const KB: u32 = 1024;
@@ -122,6 +125,7 @@ impl Arch {
             max_regs_per_thread: 255,
             fp32_lanes_per_sm: 128,
             has_cp_async: true,
+            has_clusters: false,
         };
         match self {
             Arch::Sm70 => ArchLimits {
@@ -153,6 +157,7 @@ impl Arch {
                 smem_per_sm: 100 * KB,
                 max_threads_per_sm: 1536,
                 max_blocks_per_sm: if matches!(self, Arch::Sm86) { 16 } else { 32 },
+                has_clusters: matches!(self, Arch::Sm120),
                 ..base
             },
             Arch::Sm89 => ArchLimits {
@@ -165,6 +170,7 @@ impl Arch {
             Arch::Sm90 | Arch::Sm100 => ArchLimits {
                 max_smem_per_block: 227 * KB,
                 smem_per_sm: 228 * KB,
+                has_clusters: true,
                 ..base
             },
         }

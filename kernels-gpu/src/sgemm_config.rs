@@ -32,6 +32,19 @@ pub const EARLY_FRAGMENT_SPARE_REGISTERS: u32 = 40;
 /// same time share rows of A and columns of B in L2.
 pub const RASTER_GROUP_M: u32 = 8;
 
+/// Most blocks one tile's k range is split over ([`SgemmTile::split_k_smem_bytes`]): the blocks
+/// of one tile form a thread-block cluster, and 8 is the cluster size every architecture with
+/// clusters guarantees ("portable"); larger ones need an opt-in and may not be schedulable.
+pub const MAX_K_SPLITS: u32 = 8;
+
+/// Largest block tile (`bm × bn`) that is compiled with the k split. Measured on the H200
+/// (1024³, 1000³, 768³): the 128-wide tiles' splits never beat a split 64×64 tile (`huge`
+/// over 2-4 blocks was 15-70% slower than `medium` over 2-5), and the split's extra live
+/// registers cost `huge` 5% at 4096³, where it never splits. Smaller tiles split where a
+/// problem has too few tiles for the GPU: `medium` at 1024³ and 768³, `skinny` for m = 16
+/// (16 × 4096²: 35 µs over 5 blocks against 69 µs unsplit).
+pub const SPLIT_K_MAX_TILE_ELEMENTS: u32 = 64 * 64;
+
 /// One SGEMM kernel variant's tile shape and pipeline depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SgemmTile {
@@ -201,6 +214,9 @@ pub struct SgemmArchConfig {
 pub struct LaunchShape {
     pub threads: u32,
     pub smem_bytes: u32,
+    /// Shared memory of a k-split launch ([`SgemmTile::split_k_smem_bytes`]); the most any
+    /// launch of this variant asks for.
+    pub split_k_smem_bytes: u32,
     /// Designed occupancy: becomes the kernel's launch bound.
     pub blocks_per_sm: u32,
 }
@@ -224,11 +240,17 @@ impl SgemmArchConfig {
             SgemmVariant::Gemv => LaunchShape {
                 threads: self.gemv.threads(),
                 smem_bytes: self.gemv.smem_bytes(),
+                split_k_smem_bytes: self.gemv.smem_bytes(),
                 blocks_per_sm: self.gemv.blocks_per_sm,
             },
             _ => {
                 let t = self.tile(variant);
-                LaunchShape { threads: t.threads(), smem_bytes: t.smem_bytes(), blocks_per_sm: t.blocks_per_sm }
+                LaunchShape {
+                    threads: t.threads(),
+                    smem_bytes: t.smem_bytes(),
+                    split_k_smem_bytes: if t.can_split_k(&self.arch.limits()) { t.split_k_smem_bytes() } else { t.smem_bytes() },
+                    blocks_per_sm: t.blocks_per_sm,
+                }
             }
         }
     }
@@ -297,6 +319,36 @@ impl SgemmTile {
     /// Dynamic shared memory of one block, in bytes: `stages` copies of the A and B slices.
     pub const fn smem_bytes(&self) -> u32 {
         self.stages * self.bk * ((self.bm + SMEM_ROW_PAD) + (self.bn + SMEM_ROW_PAD)) * 4
+    }
+    /// Dynamic shared memory of one block of a k-split launch (architectures with clusters):
+    /// the blocks of a cluster share one C tile, each computing a slice of k, then each block
+    /// leaves its partial tile (`bm × (bn + SMEM_ROW_PAD)` floats) in its shared memory, where
+    /// the others read it. The partial tile reuses the pipeline's buffers, so a block needs
+    /// whichever of the two is larger.
+    pub const fn split_k_smem_bytes(&self) -> u32 {
+        let partial_tile = self.bm * (self.bn + SMEM_ROW_PAD) * 4;
+        if partial_tile > self.smem_bytes() {
+            partial_tile
+        } else {
+            self.smem_bytes()
+        }
+    }
+    /// Whether a block whose tile would reach past the edge of C moves its tile back inside
+    /// (and stores only the part it owns), so that every block runs the fast k loop (see
+    /// `tile_origin_inside` in `device/sgemm.rs`). For tiles up to
+    /// [`SPLIT_K_MAX_TILE_ELEMENTS`]: measured on the H200, `medium` at 1000³ 71.5 → 63.4 µs
+    /// (1.0× the 1024³ time); for the 128-wide tiles the extra code cost `huge` 1-2% at
+    /// 4096³ and 8192³ (ptxas allocates the main loop's registers differently), and their
+    /// problems are big enough that edge tiles matter less.
+    pub const fn moves_edge_tiles(&self) -> bool {
+        self.bm * self.bn <= SPLIT_K_MAX_TILE_ELEMENTS
+    }
+
+    /// Whether the kernel of this tile can split its k range over a cluster (and the host may
+    /// ask it to): the architecture has clusters, the tile is at most
+    /// [`SPLIT_K_MAX_TILE_ELEMENTS`] and its partial tile fits in a block's shared memory.
+    pub const fn can_split_k(&self, limits: &ArchLimits) -> bool {
+        limits.has_clusters && self.bm * self.bn <= SPLIT_K_MAX_TILE_ELEMENTS && self.split_k_smem_bytes() <= limits.max_smem_per_block
     }
     /// Floats of A (resp. B) each thread moves per k-step; also the size of the register
     /// staging buffer of the double-buffered (pre-sm_80) pipeline.

@@ -29,6 +29,20 @@ pub fn block_idx_z() -> u32 {
     unsafe { nvptx::_block_idx_z() as u32 }
 }
 
+/// `blockIdx.y`.
+#[inline(always)]
+pub fn block_idx_y() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_idx_y() as u32 }
+}
+
+/// `gridDim.y`.
+#[inline(always)]
+pub fn grid_dim_y() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_grid_dim_y() as u32 }
+}
+
 /// `gridDim.z`.
 #[inline(always)]
 pub fn grid_dim_z() -> u32 {
@@ -130,6 +144,53 @@ pub unsafe fn cp_async_wait(pending: usize) {
         6 => wait!(6),
         _ => wait!(7),
     }
+}
+
+/// This block's rank in its thread-block cluster (`%cluster_ctarank`, sm_90+): 0 when the
+/// kernel was launched without clusters.
+#[inline(always)]
+pub fn cluster_rank() -> u32 {
+    let rank: u32;
+    // SAFETY: reads a special register; no memory access.
+    unsafe { asm!("mov.u32 {r}, %cluster_ctarank;", r = out(reg32) rank, options(pure, nomem, nostack)) };
+    rank
+}
+
+/// A barrier over every thread of every block of the cluster (sm_90+). `arrive` has release and
+/// `wait` acquire semantics by default (PTX 7.8 has no modifiers to spell them out), so
+/// shared-memory writes made before it by any block of the cluster are visible to every
+/// block of the cluster after it. Every thread of the cluster must reach it.
+#[inline(always)]
+pub unsafe fn cluster_sync() {
+    asm!("barrier.cluster.arrive.aligned;", "barrier.cluster.wait.aligned;", options(nostack));
+}
+
+/// The address, in the cluster's shared window, of the same byte `smem` (a shared address of
+/// this block) in the shared memory of the cluster's block `rank` (`mapa`, sm_90+).
+#[inline(always)]
+pub fn cluster_shared_address(smem: u32, rank: u32) -> u32 {
+    let out: u32;
+    // SAFETY: address arithmetic only; no memory access.
+    unsafe {
+        asm!("mapa.shared::cluster.u32 {o}, {a}, {r};", o = out(reg32) out, a = in(reg32) smem, r = in(reg32) rank, options(pure, nomem, nostack))
+    };
+    out
+}
+
+/// Reads 16 bytes of another (or this) block's shared memory through the cluster window
+/// (`ld.shared::cluster.v4.f32`, sm_90+).
+///
+/// Safety: `addr` comes from [`cluster_shared_address`], is 16-byte aligned, lies inside that
+/// block's allocation, and that block has not exited (a later [`cluster_sync`] keeps it alive).
+#[inline(always)]
+pub unsafe fn load_cluster_shared_f32x4(addr: u32) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    asm!(
+        "ld.shared::cluster.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg32) addr,
+        options(nostack, readonly)
+    );
+    [x, y, z, w]
 }
 
 /// Returns `x` unchanged, hidden from the optimizer. An `asm!` without `pure` counts as having

@@ -62,6 +62,23 @@
 //!   copies there and B's a few kk later ([`B_COPIES_AT_KK`]), so that the copies do not queue
 //!   up behind each other and the FMAs right after them.
 //!
+//! ## Edge tiles
+//! The last tile-row and tile-column of C usually reach past m and n. Small tiles
+//! ([`SgemmTile::moves_edge_tiles`]) move such a tile back to end at m (n), so that every copy
+//! lies inside A and B and the block runs the fast k loop; the block recomputes rows its
+//! neighbour owns and stores only its own. Other tiles fill the rows and columns past the
+//! edge with zeros and run the checked loop.
+//!
+//! ## Split k (sm_90 and newer)
+//! A problem with too few tiles to fill the GPU (1024³ in 64×64 tiles: 256 blocks of 2 warps
+//! on 132 SMs) can give each tile to a thread-block cluster of `gridDim.y` blocks
+//! ([`SgemmTile::can_split_k`]): block `blockIdx.y` runs the whole pipeline above on its slice
+//! of k. At the end each block stores its partial tile in its own shared memory (reusing the
+//! stage buffers), a cluster barrier publishes them, and every block finishes a share of the
+//! tile by reading all the partial tiles through distributed shared memory (`ld.shared::cluster`)
+//! and adding them in rank order: no workspace, no atomics, the same bits on every run. A
+//! second cluster barrier keeps each block's shared memory alive until its partners have read it.
+//!
 //! ## Epilogue and batches
 //! Each thread scales its accumulators by alpha, adds `beta · C` (not reading C at all when
 //! beta is 0), and writes with 16-byte stores where C is aligned and the four columns are in
@@ -70,8 +87,9 @@
 //! count runs in one launch.
 
 use super::ptx::{
-    opaque, block_idx_x, block_idx_z, cp_async_16, cp_async_16_inside, cp_async_4, cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fma,
-    grid_dim_z, shared_address, sync_threads, thread_idx_x,
+    block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16, cp_async_16_inside, cp_async_4,
+    cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fma, grid_dim_y, grid_dim_z, load_cluster_shared_f32x4, opaque,
+    shared_address, sync_threads, thread_idx_x,
 };
 use super::BUILD_CONFIG;
 use super::gemv::gemv;
@@ -79,6 +97,11 @@ use crate::sgemm_config::{sgemm_config, GemvConfig, SgemmOperands, SgemmTile, Sg
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
 
 const PAD: usize = SMEM_ROW_PAD as usize;
+
+/// Groups of four C elements whose partial sums each thread of a k-split block reads from
+/// the cluster at once ([`reduce_k_splits`]): a read of another block's shared memory takes
+/// hundreds of cycles, so the reads of several groups go out together before any is added.
+const SPLIT_GROUPS_IN_FLIGHT: usize = 4;
 
 /// Tiles that read their first fragments early ([`SgemmTile::reads_first_fragments_early`])
 /// and run the unrolled inner loop issue a k-step's copies in two parts: A's right after the
@@ -410,10 +433,207 @@ unsafe fn compute_stage<
     outer_product(&a_odd, &b_odd, acc);
 }
 
+/// The C tile of one block: the rows and columns it owns (from `m_start`, `n_start`) and where
+/// its tile of A, B and accumulators starts (`m0`, `n0`; see [`tile_origin_inside`]).
+struct BlockTile {
+    m_start: u32,
+    n_start: u32,
+    m0: u32,
+    n0: u32,
+}
+
+impl BlockTile {
+    /// This block's tile: grouped rasterization of the linear block index, `RASTER_GROUP_M`
+    /// tile-rows per group. `MOVES_EDGE_TILES` ([`SgemmTile::moves_edge_tiles`]): whether an
+    /// edge tile moves inside; the operands' layouts and `flags` say by how much it may
+    /// ([`tile_origin_inside`]). `OPAQUE`: read the block index through [`opaque`] (the
+    /// epilogue's recomputation, which must not be merged with this one).
+    #[inline(always)]
+    fn new<const BM: usize, const BN: usize, const MOVES_EDGE_TILES: bool, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: bool, const OPAQUE: bool>(
+        p: &Problem,
+    ) -> BlockTile {
+        let tiles_m = p.m.div_ceil(BM as u32);
+        let tiles_n = p.n.div_ceil(BN as u32);
+        let pid = if OPAQUE { opaque(block_idx_x()) } else { block_idx_x() };
+        // (`max(1)`: the host never launches an empty grid; this only spares a division check.)
+        let group_width = (RASTER_GROUP_M * tiles_n).max(1);
+        let first_m = pid / group_width * RASTER_GROUP_M;
+        let group_rows = (tiles_m - first_m).clamp(1, RASTER_GROUP_M);
+        let tile_m = first_m + (pid % group_width) % group_rows;
+        let tile_n = (pid % group_width) / group_rows;
+        let (m_start, n_start) = (tile_m * BM as u32, tile_n * BN as u32);
+        BlockTile {
+            m_start,
+            n_start,
+            m0: if MOVES_EDGE_TILES { tile_origin_inside::<BM>(m_start, p.m, A_K_CONTIGUOUS || p.flags & A_VECTOR == 0) } else { m_start },
+            n0: if MOVES_EDGE_TILES { tile_origin_inside::<BN>(n_start, p.n, B_K_CONTIGUOUS || p.flags & B_VECTOR == 0) } else { n_start },
+        }
+    }
+}
+
+/// Where a block's tile starts along m (or n) so that it lies inside the matrix: `start` (the
+/// first row the block owns) for every tile but the last, whose tile is moved back to end at
+/// `total` when the matrix has at least `B` rows. The moved tile recomputes rows its
+/// neighbour owns (and does not store them), but all its copies lie inside the operands, so
+/// it runs the fast k loop instead of the checked one (in a one-wave grid such as 1000³ on
+/// the H200, the edge tiles set the time). `any_shift`: the operand's copies have no alignment
+/// to keep (k-contiguous, or copied a float at a time); otherwise the tile only moves by a
+/// multiple of 4, which keeps its 16-byte vectors aligned.
+#[inline(always)]
+fn tile_origin_inside<const B: usize>(start: u32, total: u32, any_shift: bool) -> u32 {
+    let b = B as u32;
+    if start + b > total && total >= b && (any_shift || (total - b) % 4 == 0) {
+        total - b
+    } else {
+        start
+    }
+}
+
+/// The slice of k (first index, length) of block `split` of `splits`: whole k-steps of `BK`,
+/// as evenly as they go, the last slice taking what is left (possibly a partial k-step).
+#[inline(always)]
+fn k_slice<const BK: usize>(k: u32, split: u32, splits: u32) -> (u32, u32) {
+    let steps = k.div_ceil(BK as u32).div_ceil(splits.max(1));
+    let first = (split * steps * BK as u32).min(k);
+    (first, (k - first).min(steps * BK as u32))
+}
+
+/// Where and how a block writes its part of C: rows from `m_start`, columns from `n_start`
+/// (a moved edge tile's first rows and columns belong to its neighbour), up to m and n.
+/// `MOVED`: the tile may have been moved ([`SgemmTile::moves_edge_tiles`]); otherwise the
+/// tests against `m_start` and `n_start` are compiled out.
+struct COutput<const MOVED: bool> {
+    base: *mut f32,
+    m_start: u32,
+    n_start: u32,
+    /// C is 16-byte aligned at every fourth column of this tile.
+    vector: bool,
+    /// beta = 0: C is not read.
+    beta_zero: bool,
+}
+
+impl<const MOVED: bool> COutput<MOVED> {
+    /// Whether this block stores row `row` of C.
+    #[inline(always)]
+    fn owns_row(&self, p: &Problem, row: u32) -> bool {
+        row < p.m && (!MOVED || row >= self.m_start)
+    }
+
+    /// Where row `row` of C starts.
+    #[inline(always)]
+    fn row(&self, p: &Problem, row: u32) -> *mut f32 {
+        self.base.wrapping_add((row as u64 * p.ldc) as usize)
+    }
+
+    /// `C[col + e] = alpha·acc[e] + beta·C[col + e]` in row `c_row` (from [`row`](Self::row)),
+    /// for those of the four columns from `col` (a multiple of 4 from the tile's first column)
+    /// that this block owns.
+    #[inline(always)]
+    unsafe fn store4(&self, p: &Problem, c_row: *mut f32, col: u32, acc: [f32; 4]) {
+        let mut out = [0.0f32; 4];
+        for e in 0..4 {
+            out[e] = p.alpha * acc[e];
+        }
+        let dst = c_row.wrapping_add(col as usize);
+        let owned = |c: u32| !MOVED || c >= self.n_start;
+        if self.vector && col + 4 <= p.n && owned(col) {
+            if !self.beta_zero {
+                let old = *(dst as *const Float4);
+                for e in 0..4 {
+                    out[e] = fma(p.beta, old.0[e], out[e]);
+                }
+            }
+            *(dst as *mut Float4) = Float4(out);
+        } else {
+            for (e, v) in out.iter().enumerate() {
+                let c = col + e as u32;
+                if c < p.n && owned(c) {
+                    let d = dst.add(e);
+                    *d = if self.beta_zero { *v } else { fma(p.beta, *d, *v) };
+                }
+            }
+        }
+    }
+}
+
+/// The epilogue of a k-split launch: the cluster's blocks computed the same C tile over
+/// different slices of k. Each block leaves its partial tile in its own shared memory; after a
+/// cluster barrier, the `NT` threads of block `rank` of `splits` finish the groups of four
+/// elements `rank·NT + tid + i·splits·NT`, adding the partial tiles of all blocks in rank
+/// order through distributed shared memory (so the result does not depend on timing),
+/// [`SPLIT_GROUPS_IN_FLIGHT`] groups at a time; a second barrier keeps every block's shared
+/// memory alive until all reads are done.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_k_splits<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const LM: usize, const NT: usize, const MOVED: bool>(
+    p: &Problem,
+    c_out: &COutput<MOVED>,
+    acc: &[[f32; TN]; TM],
+    smem: *mut f32,
+    m0: u32,
+    n0: u32,
+    row0: usize,
+    col0: usize,
+    tid: u32,
+) {
+    let ln = 32 / LM;
+    let row_floats = BN + PAD;
+    // Every warp is done reading the pipeline's buffers, which the partial tile overwrites.
+    sync_threads();
+    for i in 0..TM / 4 {
+        for r in 0..4 {
+            for j in 0..TN / 4 {
+                let v = &acc[4 * i + r][4 * j..4 * j + 4];
+                let dst = smem.add((row0 + i * LM * 4 + r) * row_floats + col0 + j * ln * 4);
+                *(dst as *mut Float4) = Float4([v[0], v[1], v[2], v[3]]);
+            }
+        }
+    }
+    cluster_sync();
+    let (rank, splits) = (cluster_rank(), grid_dim_y());
+    let tile = shared_address(smem);
+    let groups = (BM * BN / 4) as u32;
+    let groups_per_row = (BN / 4) as u32;
+    let stride = splits * NT as u32;
+    // Group i of a pass: `first + i·stride`; its byte offset in every block's partial tile.
+    let offset = |group: u32| tile + (group / groups_per_row * row_floats as u32 + group % groups_per_row * 4) * 4;
+    let mut first = rank * NT as u32 + tid;
+    while first < groups {
+        let mut sums = [[0.0f32; 4]; SPLIT_GROUPS_IN_FLIGHT];
+        for peer in 0..splits {
+            let mut partials = [[0.0f32; 4]; SPLIT_GROUPS_IN_FLIGHT];
+            for (i, partial) in partials.iter_mut().enumerate() {
+                let group = first + i as u32 * stride;
+                if group < groups {
+                    *partial = load_cluster_shared_f32x4(cluster_shared_address(offset(group), peer));
+                }
+            }
+            for (sum, partial) in sums.iter_mut().zip(&partials) {
+                for e in 0..4 {
+                    sum[e] += partial[e];
+                }
+            }
+        }
+        for (i, sum) in sums.iter().enumerate() {
+            let group = first + i as u32 * stride;
+            if group < groups {
+                let row = m0 + group / groups_per_row;
+                if c_out.owns_row(p, row) {
+                    c_out.store4(p, c_out.row(p, row), n0 + group % groups_per_row * 4, *sum);
+                }
+            }
+        }
+        first += SPLIT_GROUPS_IN_FLIGHT as u32 * stride;
+    }
+    cluster_sync();
+}
+
 /// The kernel body, monomorphized per variant by [`sgemm_entry!`]. `EA`/`EB`: floats of A/B
 /// each thread stages per k-step (the register buffer of the pre-sm_80 pipeline);
-/// `PIPELINED`, `EARLY_FRAGMENTS`, `FAST_LOOP`: see [`SgemmTile::pipelined_fragments`],
-/// [`SgemmTile::reads_first_fragments_early`] and [`SgemmTile::has_fast_loop`].
+/// `PIPELINED`, `EARLY_FRAGMENTS`, `FAST_LOOP`, `SPLIT`, `MOVES_EDGE_TILES`: see
+/// [`SgemmTile::pipelined_fragments`], [`SgemmTile::reads_first_fragments_early`],
+/// [`SgemmTile::has_fast_loop`], [`SgemmTile::can_split_k`] and
+/// [`SgemmTile::moves_edge_tiles`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn sgemm<
@@ -433,24 +653,17 @@ unsafe fn sgemm<
     const PIPELINED: bool,
     const EARLY_FRAGMENTS: bool,
     const FAST_LOOP: bool,
+    const SPLIT: bool,
+    const MOVES_EDGE_TILES: bool,
 >(
     p: &Problem,
 ) {
     let ln = 32 / LM;
     let tid = thread_idx_x();
 
-    // Which C tile: grouped rasterization of the linear block index.
-    let tiles_m = p.m.div_ceil(BM as u32);
-    let tiles_n = p.n.div_ceil(BN as u32);
-    let pid = block_idx_x();
-    // (`max(1)`: the host never launches an empty grid; this only spares a division check.)
-    let group_width = (RASTER_GROUP_M * tiles_n).max(1);
-    let first_m = pid / group_width * RASTER_GROUP_M;
-    let group_rows = (tiles_m - first_m).clamp(1, RASTER_GROUP_M);
-    let tile_m = first_m + (pid % group_width) % group_rows;
-    let tile_n = (pid % group_width) / group_rows;
-    let m0 = tile_m * BM as u32;
-    let n0 = tile_n * BN as u32;
+    let flags = p.flags;
+    let tile = BlockTile::new::<BM, BN, MOVES_EDGE_TILES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, false>(p);
+    let (m0, n0) = (tile.m0, tile.n0);
 
     // Where this thread's accumulators sit inside the block tile.
     let warp = tid as usize / 32;
@@ -468,13 +681,17 @@ unsafe fn sgemm<
     let a_stage_floats = BK * (BM + PAD);
     let stage_floats = a_stage_floats + BK * (BN + PAD);
 
-    let flags = p.flags;
-    let k_iters = p.k.div_ceil(BK as u32);
+    // A k-split launch (gridDim.y > 1) gives each block of a cluster one slice of k; the
+    // block runs the whole pipeline on its slice as if it were the problem's k.
+    let (k_first, k_len) = if SPLIT { k_slice::<BK>(p.k, block_idx_y(), grid_dim_y()) } else { (0, p.k) };
+    let k_iters = k_len.div_ceil(BK as u32);
+    let a_k_first = k_first as u64 * if A_K_CONTIGUOUS { 1 } else { p.lda };
+    let b_k_first = k_first as u64 * if B_K_CONTIGUOUS { 1 } else { p.ldb };
 
     let mut batch = block_idx_z();
     while batch < p.batch {
-        let a_base = p.a.wrapping_add((batch as u64 * p.stride_a) as usize);
-        let b_base = p.b.wrapping_add((batch as u64 * p.stride_b) as usize);
+        let a_base = p.a.wrapping_add((batch as u64 * p.stride_a + a_k_first) as usize);
+        let b_base = p.b.wrapping_add((batch as u64 * p.stride_b + b_k_first) as usize);
         // The copy plans of A and B. They are rebuilt at every k-step from
         // inputs hidden by `opaque`, so their dozen integer fields per operand are recomputed
         // there (a few instructions per 512+ FMAs) instead of being hoisted out of the main
@@ -505,8 +722,8 @@ unsafe fn sgemm<
                 if s < k_iters {
                     let stage = smem_addr + s * stage_bytes;
                     let (a_copy, b_copy) = copies();
-                    a_copy.issue_async::<BM, BK, NT>(stage, s * BK as u32, p.k);
-                    b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, s * BK as u32, p.k);
+                    a_copy.issue_async::<BM, BK, NT>(stage, s * BK as u32, k_len);
+                    b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, s * BK as u32, k_len);
                 }
                 cp_async_commit();
             }
@@ -541,7 +758,7 @@ unsafe fn sgemm<
                         a_copy.issue_inside::<BM, BK, NT>(stage, next * BK as u32, !A_K_CONTIGUOUS);
                     } else if next < k_iters {
                         let (a_copy, _) = copies();
-                        a_copy.issue_async::<BM, BK, NT>(stage, next * BK as u32, p.k);
+                        a_copy.issue_async::<BM, BK, NT>(stage, next * BK as u32, k_len);
                     }
                 };
                 let copy_b = || {
@@ -550,7 +767,7 @@ unsafe fn sgemm<
                         b_copy.issue_inside::<BN, BK, NT>(stage + a_bytes, next * BK as u32, !B_K_CONTIGUOUS);
                     } else if next < k_iters {
                         let (_, b_copy) = copies();
-                        b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, next * BK as u32, p.k);
+                        b_copy.issue_async::<BN, BK, NT>(stage + a_bytes, next * BK as u32, k_len);
                     }
                     cp_async_commit();
                 };
@@ -582,7 +799,7 @@ unsafe fn sgemm<
             let fast_iters = if FAST_LOOP {
                 let tile_inside = p.m - m0 >= BM as u32 && p.n - n0 >= BN as u32;
                 let vectors = (A_K_CONTIGUOUS || flags & A_VECTOR != 0) && (B_K_CONTIGUOUS || flags & B_VECTOR != 0);
-                if tile_inside && vectors { (p.k / BK as u32).saturating_sub(STAGES as u32 - 1).min(k_iters) } else { 0 }
+                if tile_inside && vectors { (k_len / BK as u32).saturating_sub(STAGES as u32 - 1).min(k_iters) } else { 0 }
             } else {
                 0
             };
@@ -596,8 +813,8 @@ unsafe fn sgemm<
         } else {
             if k_iters > 0 {
                 let (a_copy, b_copy) = copies();
-                let a_regs = a_copy.load::<BM, BK, NT, EA>(0, p.k);
-                let b_regs = b_copy.load::<BN, BK, NT, EB>(0, p.k);
+                let a_regs = a_copy.load::<BM, BK, NT, EA>(0, k_len);
+                let b_regs = b_copy.load::<BN, BK, NT, EB>(0, k_len);
                 a_copy.store::<EA>(smem, &a_regs);
                 b_copy.store::<EB>(smem.add(a_stage_floats), &b_regs);
             }
@@ -611,8 +828,8 @@ unsafe fn sgemm<
                 let mut b_regs = [0.0f32; EB];
                 let (a_copy, b_copy) = copies();
                 if has_next {
-                    a_regs = a_copy.load::<BM, BK, NT, EA>(k_next, p.k);
-                    b_regs = b_copy.load::<BN, BK, NT, EB>(k_next, p.k);
+                    a_regs = a_copy.load::<BM, BK, NT, EA>(k_next, k_len);
+                    b_regs = b_copy.load::<BN, BK, NT, EB>(k_next, k_len);
                 }
                 let (a_first, b_first) = stage_rows(kt as usize & 1);
                 let first = fragments::<TM, TN, LM>(a_first, b_first);
@@ -628,43 +845,39 @@ unsafe fn sgemm<
             }
         }
 
-        // Epilogue: C = alpha·acc + beta·C, bounds-checked, 16-byte where possible. Its
+        // Epilogue: C = alpha·acc + beta·C over the part of the tile this block owns. Its
         // indices go through `opaque` so that they are computed here, after the main loop,
         // rather than before it, where they would occupy registers through the whole loop.
+        // (A moved tile's origin is recomputed rather than kept live through the main loop.)
         let (row0, col0) = (opaque(row0 as u32) as usize, opaque(col0 as u32) as usize);
-        let (m0, n0) = (opaque(m0), opaque(n0));
-        let c_base = p.c.wrapping_add((batch as u64 * p.stride_c) as usize);
-        let beta_zero = flags & BETA_ZERO != 0;
-        let c_vector = flags & C_VECTOR != 0;
-        for i in 0..TM / 4 {
-            for r in 0..4 {
-                let row = m0 + (row0 + i * LM * 4 + r) as u32;
-                if row >= p.m {
-                    continue;
-                }
-                let c_row = c_base.wrapping_add((row as u64 * p.ldc) as usize);
-                for j in 0..TN / 4 {
-                    let col = n0 + (col0 + j * ln * 4) as u32;
-                    let mut out = [0.0f32; 4];
-                    for e in 0..4 {
-                        out[e] = p.alpha * acc[4 * i + r][4 * j + e];
+        let tile = if MOVES_EDGE_TILES {
+            BlockTile::new::<BM, BN, true, A_K_CONTIGUOUS, B_K_CONTIGUOUS, true>(p)
+        } else {
+            BlockTile { m_start: 0, n_start: 0, m0: opaque(m0), n0: opaque(n0) }
+        };
+        let (m0, n0) = (tile.m0, tile.n0);
+        let c_out = COutput::<MOVES_EDGE_TILES> {
+            base: p.c.wrapping_add((batch as u64 * p.stride_c) as usize),
+            m_start: tile.m_start,
+            n_start: tile.n_start,
+            beta_zero: flags & BETA_ZERO != 0,
+            // A moved edge tile's columns are 16-byte aligned only if it moved by a multiple of 4.
+            vector: flags & C_VECTOR != 0 && (!MOVES_EDGE_TILES || n0 % 4 == 0),
+        };
+        if SPLIT && grid_dim_y() > 1 {
+            reduce_k_splits::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid);
+        } else {
+            for i in 0..TM / 4 {
+                for r in 0..4 {
+                    let row = m0 + (row0 + i * LM * 4 + r) as u32;
+                    if !c_out.owns_row(p, row) {
+                        continue;
                     }
-                    let dst = c_row.wrapping_add(col as usize);
-                    if c_vector && col + 4 <= p.n {
-                        if !beta_zero {
-                            let old = *(dst as *const Float4);
-                            for e in 0..4 {
-                                out[e] = fma(p.beta, old.0[e], out[e]);
-                            }
-                        }
-                        *(dst as *mut Float4) = Float4(out);
-                    } else {
-                        for (e, v) in out.iter().enumerate() {
-                            if col + (e as u32) < p.n {
-                                let d = dst.add(e);
-                                *d = if beta_zero { *v } else { fma(p.beta, *d, *v) };
-                            }
-                        }
+                    let c_row = c_out.row(p, row);
+                    for j in 0..TN / 4 {
+                        let col = n0 + (col0 + j * ln * 4) as u32;
+                        let v = &acc[4 * i + r][4 * j..4 * j + 4];
+                        c_out.store4(p, c_row, col, [v[0], v[1], v[2], v[3]]);
                     }
                 }
             }
@@ -716,6 +929,8 @@ macro_rules! sgemm_entry {
                 { T.pipelined_fragments() },
                 { T.reads_first_fragments_early(&BUILD_CONFIG.limits()) },
                 { T.has_fast_loop(&BUILD_CONFIG.limits()) },
+                { T.can_split_k(&BUILD_CONFIG.limits()) },
+                { T.moves_edge_tiles() },
             >(&problem)
         });
     };
