@@ -8,15 +8,20 @@ use std::fmt::Write;
 /// The config table: one line per (architecture, variant).
 pub fn config_table() -> String {
     let mut s = String::new();
-    writeln!(s, "SGEMM configs (block tile bm x bn x bk, thread tile tm x tn, warp tile, threads, stages, designed blocks/SM)").unwrap();
-    writeln!(s, "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8}", "arch", "variant", "block", "thread", "warp", "threads", "stages", "smem B", "blk/SM", "pipeline").unwrap();
+    writeln!(s, "SGEMM configs (block tile bm x bn x bk, thread tile tm x tn, warp tile, threads, stages, designed blocks/SM, k split, edge tiles)").unwrap();
+    writeln!(
+        s,
+        "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
+        "arch", "variant", "block", "thread", "warp", "threads", "stages", "smem B", "blk/SM", "pipeline", "k split", "edges"
+    )
+    .unwrap();
     for arch in Arch::ALL {
         let row = sgemm_config(arch);
         for v in SgemmVariant::TILED {
             let t = row.tile(v);
             writeln!(
                 s,
-                "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8}",
+                "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
                 arch.name(),
                 v.name(),
                 format!("{}x{}x{}", t.bm, t.bn, t.bk),
@@ -26,14 +31,16 @@ pub fn config_table() -> String {
                 t.stages,
                 t.smem_bytes(),
                 t.blocks_per_sm,
-                if arch.limits().has_cp_async { "cp.async" } else { "regs x2" }
+                if arch.limits().has_cp_async { "cp.async" } else { "regs x2" },
+                if t.can_split_k(&arch.limits()) { format!("<={}", cukernels::MAX_K_SPLITS) } else { "-".to_string() },
+                if t.moves_edge_tiles() { "moved" } else { "zeros" }
             )
             .unwrap();
         }
         let g = row.gemv;
         writeln!(
             s,
-            "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8}",
+            "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
             arch.name(),
             "gemv",
             format!("<={}x{}xk", cukernels::GEMV_MAX_M, cukernels::GEMV_COLUMNS),
@@ -43,7 +50,9 @@ pub fn config_table() -> String {
             format!("u{}/{}", g.unroll, g.unroll_narrow),
             g.smem_bytes(),
             g.blocks_per_sm,
-            "stream"
+            "stream",
+            "-",
+            "-"
         )
         .unwrap();
     }

@@ -461,6 +461,9 @@ impl SgemmTile {
         if self.blocks_by_smem(&l) < self.blocks_per_sm {
             return Err("blocks_per_sm x shared memory exceeds the SM's shared memory");
         }
+        if self.can_split_k(&l) && self.blocks_per_sm * (self.split_k_smem_bytes() + l.reserved_smem_per_block) > l.smem_per_sm {
+            return Err("a k-split launch's partial tile would lower the designed blocks per SM");
+        }
         if self.register_budget(&l) < 64 {
             return Err("register budget below 64 per thread: the accumulators would spill");
         }
