@@ -304,6 +304,13 @@ fn k_split_plans_and_their_errors() {
     assert_eq!(skinny.grid.1, MAX_K_SPLITS);
     // Unsplit plans are unchanged.
     assert_eq!(forced(Arch::Sm90, SgemmVariant::Medium, 1).unwrap().grid.1, 1);
+    // The dispatcher splits a deep k over few tiles, but not when A and B are not read (alpha =
+    // 0: C = beta·C, no k loop at all).
+    let deep = Sgemm::new(300, 200, 100_000);
+    let deep_plan = deep.plan(&buffers(300 * 100_000, 100_000 * 200, c), sgemm_config(Arch::Sm90), H200_SMS, None).unwrap();
+    assert!(deep_plan.grid.1 > 1, "{deep_plan:?}");
+    let scaled = deep.alpha_beta(0.0, 2.0).plan(&buffers(0, 0, c), sgemm_config(Arch::Sm90), H200_SMS, None).unwrap();
+    assert_eq!((scaled.grid.1, scaled.k), (1, 0));
     // Refused: 0 or more than a portable cluster, gemv, 128-wide tiles (compiled without the
     // split), architectures without clusters.
     for (arch, variant, k_splits) in [

@@ -336,7 +336,7 @@ impl Sgemm {
             flags |= BETA_ZERO;
         }
 
-        let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, g.k, g.batch, row, sm_count));
+        let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, if reads_inputs { g.k } else { 0 }, g.batch, row, sm_count));
         if k_splits != 1 {
             let why = if k_splits == 0 || k_splits > MAX_K_SPLITS {
                 Some(format!("must be 1 to {MAX_K_SPLITS} (a cluster's blocks)"))
