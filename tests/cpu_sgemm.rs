@@ -6,7 +6,7 @@
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
     choose_kernel, ptx, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose,
-    MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SPLIT_K_MAX_TILE_ELEMENTS,
+    k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
 
@@ -287,6 +287,61 @@ fn dispatcher_follows_its_rule() {
     }
 }
 
+/// `k_slice`: the slices of every split cover k exactly once, in order, in whole k-steps but the
+/// last, differing by at most one k-step, none empty while there are as many k-steps as blocks.
+#[test]
+fn k_slices_cover_k_evenly() {
+    for bk in [8, 16, 32] {
+        for k in 0..400u32 {
+            let steps = k.div_ceil(bk);
+            for splits in 1..=MAX_K_SPLITS {
+                let slices: Vec<(u32, u32)> = (0..splits).map(|s| k_slice(k, bk, s, splits)).collect();
+                let mut next = 0;
+                for (i, &(first, len)) in slices.iter().enumerate() {
+                    assert_eq!(first, next, "k {k} bk {bk} splits {splits}: {slices:?}");
+                    assert!(first % bk == 0 && (len % bk == 0 || first + len == k), "k {k} bk {bk}: {slices:?}");
+                    let whole = len.div_ceil(bk);
+                    assert!(whole == steps / splits || whole == steps / splits + 1, "k {k} bk {bk} splits {splits} slice {i}: {slices:?}");
+                    next = first + len;
+                }
+                assert_eq!(next, k, "k {k} bk {bk} splits {splits}: {slices:?}");
+                if steps >= splits {
+                    assert!(slices.iter().all(|&(_, len)| len > 0), "k {k} bk {bk} splits {splits}: {slices:?}");
+                }
+            }
+        }
+    }
+}
+
+/// `tile_origin_inside`: only the last tile moves, back to end exactly at the edge, never before
+/// 0, and by a multiple of 4 unless any shift is allowed.
+#[test]
+fn edge_tiles_move_inside() {
+    for tile in [16, 64, 128] {
+        for total in 1..600u32 {
+            for any_shift in [false, true] {
+                for start in (0..total).step_by(tile as usize) {
+                    let origin = tile_origin_inside(start, total, tile, any_shift);
+                    let last = start + tile >= total;
+                    if !last || start + tile == total {
+                        assert_eq!(origin, start, "interior or exact tile moved: {start} {total} {tile}");
+                    } else if total < tile {
+                        assert_eq!(origin, 0, "a matrix smaller than the tile cannot move it");
+                    } else if any_shift || (total - tile) % 4 == 0 {
+                        assert_eq!(origin + tile, total, "{start} {total} {tile}");
+                        assert!(origin <= start);
+                    } else {
+                        assert_eq!(origin, start, "an aligned operand moved by {} rows", start - (total - tile));
+                    }
+                    if !any_shift {
+                        assert_eq!(origin % 4, 0, "{start} {total} {tile}: vectors would lose alignment");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn k_split_plans_and_their_errors() {
     let g = Sgemm::new(300, 200, 1000);
@@ -299,7 +354,7 @@ fn k_split_plans_and_their_errors() {
     let tile = sgemm_config(Arch::Sm90).medium;
     assert_eq!(p.grid, (5 * 4, 3, 1));
     assert_eq!(p.smem_bytes, tile.split_k_smem_bytes());
-    assert!(p.smem_bytes >= tile.smem_bytes() && p.smem_bytes >= tile.bm * (tile.bn + 4) * 4);
+    assert!(p.smem_bytes >= tile.smem_bytes() && p.smem_bytes >= tile.bm * (tile.bn + SMEM_ROW_PAD) * 4);
     let skinny = forced(Arch::Sm90, SgemmVariant::Skinny, MAX_K_SPLITS).unwrap();
     assert_eq!(skinny.grid.1, MAX_K_SPLITS);
     // Unsplit plans are unchanged.
@@ -331,7 +386,7 @@ fn k_split_plans_and_their_errors() {
         let row = sgemm_config(arch);
         for v in SgemmVariant::TILED {
             let t = row.tile(v);
-            let small = t.bm * t.bn <= SPLIT_K_MAX_TILE_ELEMENTS;
+            let small = t.bm * t.bn <= SMALL_TILE_MAX_ELEMENTS;
             assert_eq!(t.can_split_k(&arch.limits()), small && arch.limits().has_clusters, "{arch} {v:?}");
             assert_eq!(t.moves_edge_tiles(), small, "{arch} {v:?}");
         }

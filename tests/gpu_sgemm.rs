@@ -201,7 +201,8 @@ fn every_variant_on_edge_shapes() {
 
 /// Shapes whose leading dimensions are all multiples of 4 (16-byte aligned rows), with tiles
 /// wholly inside C and k-steps wholly inside k: the kernels' fast loop (no bounds tests,
-/// vector copies), beside edge tiles and a partial last k-step, for every tile variant.
+/// vector copies), beside edge tiles (moved inside or not) and a partial last k-step, for
+/// every tile variant.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn aligned_interior_tiles_every_variant() {
@@ -215,6 +216,22 @@ fn aligned_interior_tiles_every_variant() {
             let g = g.batched(batch).alpha_beta(0.5, 1.5);
             failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
         }
+    }
+    // m = n = 130 with every leading dimension padded to a multiple of 4 (16-byte aligned
+    // rows): the last 64-wide tile moves back by 66, not a multiple of 4, so it moves only
+    // where its operand is copied a float at a time, and then stores C without 16-byte
+    // vectors; k splits too (on configs with clusters).
+    let mut choices = variants.clone();
+    choices.extend([SgemmVariant::Medium, SgemmVariant::Skinny].map(|variant| Some(SgemmChoice { variant, k_splits: 3 })));
+    for g in every_layout_and_transpose(130, 130, 200) {
+        let layout = g.layout;
+        let (ar, ac) = g.stored_a();
+        let (br, bc) = g.stored_b();
+        let padded = |r: usize, c: usize| (if layout == Layout::RowMajor { c } else { r }).next_multiple_of(4);
+        let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
+        let (lda, ldb, ldc) = (padded(ar, ac), padded(br, bc), padded(130, 130));
+        let g = g.batched(2).leading_dims(lda, ldb, ldc).strides(major(ar, ac) * lda, major(br, bc) * ldb, 130 * ldc).alpha_beta(0.5, 1.5);
+        failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &choices));
     }
     assert_all(failures);
 }

@@ -126,7 +126,8 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &EmbeddedPtx) -> Result<Vec<Kern
             spill_stores: number_before(section, " bytes spill stores").unwrap_or(0),
             spill_loads: number_before(section, " bytes spill loads").unwrap_or(0),
             static_smem: number_before(section, " bytes smem").unwrap_or(0),
-            dynamic_smem: launch.smem_bytes,
+            // The most any launch of the kernel asks for (a k split may need more than its pipeline).
+            dynamic_smem: launch.split_k_smem_bytes,
             threads: launch.threads,
             designed_blocks_per_sm: launch.blocks_per_sm,
         });

@@ -36,7 +36,7 @@ pub mod sgemm;
 pub use cudarc;
 pub use cukernels_gpu::{
     sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
-    SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SPLIT_K_MAX_TILE_ELEMENTS,
+    SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
 };
 pub use error::{Error, Result};
 pub use runtime::{device_context, Cukernels};

@@ -409,10 +409,10 @@ pub struct SgemmBuffers {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SgemmPlan {
     pub variant: SgemmVariant,
-    /// Blocks per tile, along the grid's y: one thread-block cluster per tile when above 1.
     /// The canonical operands' layout: selects the entry point compiled for it.
     pub operands: SgemmOperands,
-    /// (tiles or column blocks, k splits, batches).
+    /// (tiles or column blocks, k splits, batches): the `grid.1` blocks of a tile form one
+    /// thread-block cluster when it is above 1.
     pub grid: (u32, u32, u32),
     pub block: u32,
     pub smem_bytes: u32,

@@ -37,13 +37,45 @@ pub const RASTER_GROUP_M: u32 = 8;
 /// clusters guarantees ("portable"); larger ones need an opt-in and may not be schedulable.
 pub const MAX_K_SPLITS: u32 = 8;
 
-/// Largest block tile (`bm × bn`) that is compiled with the k split. Measured on the H200
+/// Largest block tile (`bm × bn`) that is compiled with the k split and with edge tiles moved
+/// inside ([`SgemmTile::can_split_k`], [`SgemmTile::moves_edge_tiles`]). Measured on the H200
 /// (1024³, 1000³, 768³): the 128-wide tiles' splits never beat a split 64×64 tile (`huge`
-/// over 2-4 blocks was 15-70% slower than `medium` over 2-5), and the split's extra live
-/// registers cost `huge` 5% at 4096³, where it never splits. Smaller tiles split where a
-/// problem has too few tiles for the GPU: `medium` at 1024³ and 768³, `skinny` for m = 16
-/// (16 × 4096²: 35 µs over 5 blocks against 69 µs unsplit).
-pub const SPLIT_K_MAX_TILE_ELEMENTS: u32 = 64 * 64;
+/// over 2-4 blocks was 15-70% slower than `medium` over 2-5), and either feature's extra code
+/// cost `huge` 1-5% at 4096³, where it never splits. Smaller tiles split where a problem has
+/// too few tiles for the GPU: `medium` at 1024³ and 768³, `skinny` for m = 16 (16 × 4096²:
+/// 35 µs over 5 blocks against 69 µs unsplit).
+pub const SMALL_TILE_MAX_ELEMENTS: u32 = 64 * 64;
+
+/// Where a block's tile starts along m (or n) so that it lies inside the matrix (`total` rows,
+/// tiles of `tile`): `start` (the first row the block owns) for every tile but the last, whose
+/// tile is moved back to end at `total` when the matrix has at least `tile` rows. The moved
+/// tile recomputes rows its neighbour owns (and does not store them), but all its copies lie
+/// inside the operands, so it needs no bounds tests (in a one-wave grid such as 1000³ on the
+/// H200, the edge tiles set the time). `any_shift`: the operand's copies have no alignment to
+/// keep (k-contiguous, or copied a float at a time); otherwise the tile only moves by a
+/// multiple of 4, which keeps its 16-byte vectors aligned.
+pub const fn tile_origin_inside(start: u32, total: u32, tile: u32, any_shift: bool) -> u32 {
+    if start + tile > total && total >= tile && (any_shift || (total - tile) % 4 == 0) {
+        total - tile
+    } else {
+        start
+    }
+}
+
+/// The slice of k (first index, length) of block `split` of `splits` in a k-split launch:
+/// block `s` takes k-steps (of `bk`) `⌊s·steps/splits⌋ .. ⌊(s+1)·steps/splits⌋`, so slices
+/// differ by at most one k-step, none is empty while there are at least as many k-steps as
+/// blocks, and the last slice ends with the partial k-step (if k is not a multiple of `bk`).
+pub const fn k_slice(k: u32, bk: u32, split: u32, splits: u32) -> (u32, u32) {
+    let steps = k.div_ceil(bk) as u64;
+    let splits = if splits == 0 { 1 } else { splits as u64 };
+    let first = (split as u64 * steps / splits) * bk as u64;
+    let end = ((split as u64 + 1) * steps / splits) * bk as u64;
+    let k = k as u64;
+    let first = if first < k { first } else { k };
+    let end = if end < k { end } else { k };
+    (first as u32, (end - first) as u32)
+}
 
 /// One SGEMM kernel variant's tile shape and pipeline depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -334,21 +366,21 @@ impl SgemmTile {
         }
     }
     /// Whether a block whose tile would reach past the edge of C moves its tile back inside
-    /// (and stores only the part it owns), so that every block runs the fast k loop (see
-    /// `tile_origin_inside` in `device/sgemm.rs`). For tiles up to
-    /// [`SPLIT_K_MAX_TILE_ELEMENTS`]: measured on the H200, `medium` at 1000³ 71.5 → 63.4 µs
+    /// (and stores only the part it owns, [`tile_origin_inside`]), so that its copies need no
+    /// bounds tests and, where the tile has one, it runs the fast k loop. For tiles up to
+    /// [`SMALL_TILE_MAX_ELEMENTS`]: measured on the H200, `medium` at 1000³ 71.5 → 63.4 µs
     /// (1.0× the 1024³ time); for the 128-wide tiles the extra code cost `huge` 1-2% at
     /// 4096³ and 8192³ (ptxas allocates the main loop's registers differently), and their
     /// problems are big enough that edge tiles matter less.
     pub const fn moves_edge_tiles(&self) -> bool {
-        self.bm * self.bn <= SPLIT_K_MAX_TILE_ELEMENTS
+        self.bm * self.bn <= SMALL_TILE_MAX_ELEMENTS
     }
 
     /// Whether the kernel of this tile can split its k range over a cluster (and the host may
     /// ask it to): the architecture has clusters, the tile is at most
-    /// [`SPLIT_K_MAX_TILE_ELEMENTS`] and its partial tile fits in a block's shared memory.
+    /// [`SMALL_TILE_MAX_ELEMENTS`] and its partial tile fits in a block's shared memory.
     pub const fn can_split_k(&self, limits: &ArchLimits) -> bool {
-        limits.has_clusters && self.bm * self.bn <= SPLIT_K_MAX_TILE_ELEMENTS && self.split_k_smem_bytes() <= limits.max_smem_per_block
+        limits.has_clusters && self.bm * self.bn <= SMALL_TILE_MAX_ELEMENTS && self.split_k_smem_bytes() <= limits.max_smem_per_block
     }
     /// Floats of A (resp. B) each thread moves per k-step; also the size of the register
     /// staging buffer of the double-buffered (pre-sm_80) pipeline.

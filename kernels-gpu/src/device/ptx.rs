@@ -159,10 +159,13 @@ pub fn cluster_rank() -> u32 {
 /// A barrier over every thread of every block of the cluster (sm_90+). `arrive` has release and
 /// `wait` acquire semantics by default (PTX 7.8 has no modifiers to spell them out), so
 /// shared-memory writes made before it by any block of the cluster are visible to every
-/// block of the cluster after it. Every thread of the cluster must reach it.
+/// block of the cluster after it. Every thread of the cluster must reach it. Not the
+/// `.aligned` form: that one requires every thread of a warp to execute the same instruction,
+/// which an `asm!` block (unlike LLVM's convergent barrier intrinsics) does not promise after
+/// optimization.
 #[inline(always)]
 pub unsafe fn cluster_sync() {
-    asm!("barrier.cluster.arrive.aligned;", "barrier.cluster.wait.aligned;", options(nostack));
+    asm!("barrier.cluster.arrive;", "barrier.cluster.wait;", options(nostack));
 }
 
 /// The address, in the cluster's shared window, of the same byte `smem` (a shared address of

@@ -54,8 +54,9 @@
 //!   own: copies with no bounds tests, no zero-fill and a width fixed at compile time, so the
 //!   loop body is one straight run of code. With the tests inside, the branches around them
 //!   cost an instruction-fetch stall at every k-step (ncu on `huge`: a third of its stalls).
-//!   Edge tiles, unaligned operands and the last `STAGES-1` k-steps run the checked loop
-//!   (which still skips the tests where a k-step allows).
+//!   Edge tiles that are not moved inside (see "Edge tiles"), unaligned operands and the last
+//!   `STAGES-1` k-steps run the checked loop (which still skips the tests where a k-step
+//!   allows).
 //! - **After the barrier**, tiles with registers to spare read the first kk's fragments before
 //!   issuing the next copies, so that latency hides behind the copy code
 //!   ([`SgemmTile::reads_first_fragments_early`]); the unrolled ones among them issue A's
@@ -64,16 +65,17 @@
 //!
 //! ## Edge tiles
 //! The last tile-row and tile-column of C usually reach past m and n. Small tiles
-//! ([`SgemmTile::moves_edge_tiles`]) move such a tile back to end at m (n), so that every copy
-//! lies inside A and B and the block runs the fast k loop; the block recomputes rows its
-//! neighbour owns and stores only its own. Other tiles fill the rows and columns past the
-//! edge with zeros and run the checked loop.
+//! ([`SgemmTile::moves_edge_tiles`]) move such a tile back to end at m (n)
+//! ([`tile_origin_inside`]), so that every copy lies inside A and B (no bounds tests; the fast
+//! k loop where the tile has one); the block recomputes rows its neighbour owns and stores only
+//! its own. Other tiles fill the rows and columns past the edge with zeros and run the checked
+//! loop.
 //!
 //! ## Split k (sm_90 and newer)
 //! A problem with too few tiles to fill the GPU (1024³ in 64×64 tiles: 256 blocks of 2 warps
 //! on 132 SMs) can give each tile to a thread-block cluster of `gridDim.y` blocks
 //! ([`SgemmTile::can_split_k`]): block `blockIdx.y` runs the whole pipeline above on its slice
-//! of k. At the end each block stores its partial tile in its own shared memory (reusing the
+//! of k ([`k_slice`]: whole k-steps, as even as they go). At the end each block stores its partial tile in its own shared memory (reusing the
 //! stage buffers), a cluster barrier publishes them, and every block finishes a share of the
 //! tile by reading all the partial tiles through distributed shared memory (`ld.shared::cluster`)
 //! and adding them in rank order: no workspace, no atomics, the same bits on every run. A
@@ -81,8 +83,10 @@
 //!
 //! ## Epilogue and batches
 //! Each thread scales its accumulators by alpha, adds `beta · C` (not reading C at all when
-//! beta is 0), and writes with 16-byte stores where C is aligned and the four columns are in
-//! range. `blockIdx.x` is the tile index (rasterized in groups of `RASTER_GROUP_M` tile-rows so
+//! beta is 0), and writes the elements its block owns (a moved tile skips its neighbour's
+//! rows and columns), with 16-byte stores where C is aligned (for a moved tile: moved by a
+//! multiple of 4) and the four columns are in range. A k-split launch writes C from the
+//! cluster's reduction instead (see "Split k"). `blockIdx.x` is the tile index (rasterized in groups of `RASTER_GROUP_M` tile-rows so
 //! co-running blocks share A and B in L2); `blockIdx.z` strides over the batch, so any batch
 //! count runs in one launch.
 
@@ -93,7 +97,9 @@ use super::ptx::{
 };
 use super::BUILD_CONFIG;
 use super::gemv::gemv;
-use crate::sgemm_config::{sgemm_config, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD};
+use crate::sgemm_config::{
+    k_slice, sgemm_config, tile_origin_inside, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD,
+};
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
 
 const PAD: usize = SMEM_ROW_PAD as usize;
@@ -465,37 +471,10 @@ impl BlockTile {
         BlockTile {
             m_start,
             n_start,
-            m0: if MOVES_EDGE_TILES { tile_origin_inside::<BM>(m_start, p.m, A_K_CONTIGUOUS || p.flags & A_VECTOR == 0) } else { m_start },
-            n0: if MOVES_EDGE_TILES { tile_origin_inside::<BN>(n_start, p.n, B_K_CONTIGUOUS || p.flags & B_VECTOR == 0) } else { n_start },
+            m0: if MOVES_EDGE_TILES { tile_origin_inside(m_start, p.m, BM as u32, A_K_CONTIGUOUS || p.flags & A_VECTOR == 0) } else { m_start },
+            n0: if MOVES_EDGE_TILES { tile_origin_inside(n_start, p.n, BN as u32, B_K_CONTIGUOUS || p.flags & B_VECTOR == 0) } else { n_start },
         }
     }
-}
-
-/// Where a block's tile starts along m (or n) so that it lies inside the matrix: `start` (the
-/// first row the block owns) for every tile but the last, whose tile is moved back to end at
-/// `total` when the matrix has at least `B` rows. The moved tile recomputes rows its
-/// neighbour owns (and does not store them), but all its copies lie inside the operands, so
-/// it runs the fast k loop instead of the checked one (in a one-wave grid such as 1000³ on
-/// the H200, the edge tiles set the time). `any_shift`: the operand's copies have no alignment
-/// to keep (k-contiguous, or copied a float at a time); otherwise the tile only moves by a
-/// multiple of 4, which keeps its 16-byte vectors aligned.
-#[inline(always)]
-fn tile_origin_inside<const B: usize>(start: u32, total: u32, any_shift: bool) -> u32 {
-    let b = B as u32;
-    if start + b > total && total >= b && (any_shift || (total - b) % 4 == 0) {
-        total - b
-    } else {
-        start
-    }
-}
-
-/// The slice of k (first index, length) of block `split` of `splits`: whole k-steps of `BK`,
-/// as evenly as they go, the last slice taking what is left (possibly a partial k-step).
-#[inline(always)]
-fn k_slice<const BK: usize>(k: u32, split: u32, splits: u32) -> (u32, u32) {
-    let steps = k.div_ceil(BK as u32).div_ceil(splits.max(1));
-    let first = (split * steps * BK as u32).min(k);
-    (first, (k - first).min(steps * BK as u32))
 }
 
 /// Where and how a block writes its part of C: rows from `m_start`, columns from `n_start`
@@ -683,7 +662,8 @@ unsafe fn sgemm<
 
     // A k-split launch (gridDim.y > 1) gives each block of a cluster one slice of k; the
     // block runs the whole pipeline on its slice as if it were the problem's k.
-    let (k_first, k_len) = if SPLIT { k_slice::<BK>(p.k, block_idx_y(), grid_dim_y()) } else { (0, p.k) };
+    // (The cluster is `1 × gridDim.y × 1`, so `blockIdx.y` is also the block's rank in it.)
+    let (k_first, k_len) = if SPLIT { k_slice(p.k, BK as u32, block_idx_y(), grid_dim_y()) } else { (0, p.k) };
     let k_iters = k_len.div_ceil(BK as u32);
     let a_k_first = k_first as u64 * if A_K_CONTIGUOUS { 1 } else { p.lda };
     let b_k_first = k_first as u64 * if B_K_CONTIGUOUS { 1 } else { p.ldb };
@@ -773,9 +753,9 @@ unsafe fn sgemm<
                 };
                 // Unrolled tiles that read early issue B's copies (and the commit) after the
                 // fragments of kk = B_COPIES_AT_KK; all others issue everything here.
-                let split = !PIPELINED && EARLY_FRAGMENTS;
+                let late_b_copies = !PIPELINED && EARLY_FRAGMENTS;
                 copy_a();
-                if !split {
+                if !late_b_copies {
                     copy_b();
                 }
                 let (a_first, b_first) = stage_rows(read_stage);
@@ -784,7 +764,7 @@ unsafe fn sgemm<
                     None => fragments::<TM, TN, LM>(a_first, b_first),
                 };
                 compute_stage::<BM, BN, BK, TM, TN, LM, PIPELINED>(a_first, b_first, first, acc, || {
-                    if split {
+                    if late_b_copies {
                         copy_b();
                     }
                 });
