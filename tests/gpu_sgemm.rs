@@ -146,6 +146,31 @@ fn every_layout_and_transpose(m: usize, n: usize, k: usize) -> impl Iterator<Ite
     LAYOUTS.into_iter().flat_map(move |layout| TRANSPOSES.into_iter().map(move |(ta, tb)| Sgemm::new(m, n, k).layout(layout).transpose(ta, tb)))
 }
 
+/// [`case`] for `m × n × k` with `batch` batches and `(alpha, beta)`, in every layout and
+/// transpose combination ([`every_layout_and_transpose`]), in that order.
+fn every_layout_case(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (m, n, k, batch): (usize, usize, usize, usize),
+    (alpha, beta): (f32, f32),
+    offsets: (usize, usize, usize),
+    variants: &[Option<SgemmChoice>],
+) -> Vec<String> {
+    every_layout_and_transpose(m, n, k).flat_map(|g| case(gpu, &g.batched(batch).alpha_beta(alpha, beta), rng, offsets, variants)).collect()
+}
+
+/// A stored `rows × cols` matrix's extent along its contiguous direction (the least leading
+/// dimension it can have) in `layout`.
+fn minor(layout: Layout, rows: usize, cols: usize) -> usize {
+    if layout == Layout::RowMajor { cols } else { rows }
+}
+
+/// A stored `rows × cols` matrix's extent across its contiguous direction in `layout`: how
+/// many leading dimensions one matrix spans.
+fn major(layout: Layout, rows: usize, cols: usize) -> usize {
+    if layout == Layout::RowMajor { rows } else { cols }
+}
+
 /// Shapes that put each size of `ODD_SIZES` in each of m, n and k (the other two odd and
 /// mid-sized), plus all-large ones.
 fn odd_shapes() -> Vec<(usize, usize, usize)> {
@@ -170,10 +195,7 @@ fn odd_shapes_every_layout_and_transpose_every_config() {
     let mut rng = rng("odd_shapes");
     let mut failures = Vec::new();
     for (m, n, k) in odd_shapes() {
-        for g in every_layout_and_transpose(m, n, k) {
-            let g = g.alpha_beta(1.25, -0.5);
-            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None]));
-        }
+        failures.extend(every_layout_case(&gpu, &mut rng, (m, n, k, 1), (1.25, -0.5), (0, 0, 0), &[None]));
     }
     assert_all(failures);
 }
@@ -190,11 +212,8 @@ fn every_variant_on_edge_shapes() {
     } else {
         &[(33, 65, 17, 2), (5, 130, 40, 1), (129, 257, 300, 3), (300, 31, 1000, 2), (16, 1000, 513, 1)]
     };
-    for &(m, n, k, batch) in shapes {
-        for g in every_layout_and_transpose(m, n, k) {
-            let g = g.batched(batch).alpha_beta(-0.75, 0.25);
-            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
-        }
+    for &shape in shapes {
+        failures.extend(every_layout_case(&gpu, &mut rng, shape, (-0.75, 0.25), (0, 0, 0), &variants));
     }
     assert_all(failures);
 }
@@ -211,11 +230,8 @@ fn aligned_interior_tiles_every_variant() {
     let variants: Vec<Option<SgemmChoice>> = std::iter::once(None).chain(SgemmVariant::TILED.iter().map(|&v| Some(v.into()))).collect();
     let shapes: &[(usize, usize, usize, usize)] = if quick() { &[(136, 264, 72, 1)] } else { &[(136, 264, 72, 1), (264, 520, 264, 2), (520, 264, 1000, 1)] };
     let mut failures = Vec::new();
-    for &(m, n, k, batch) in shapes {
-        for g in every_layout_and_transpose(m, n, k) {
-            let g = g.batched(batch).alpha_beta(0.5, 1.5);
-            failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &variants));
-        }
+    for &shape in shapes {
+        failures.extend(every_layout_case(&gpu, &mut rng, shape, (0.5, 1.5), (0, 0, 0), &variants));
     }
     // m = n = 130 with every leading dimension padded to a multiple of 4 (16-byte aligned
     // rows): the last 64-wide tile moves back by 66, not a multiple of 4, so it moves only
@@ -227,10 +243,10 @@ fn aligned_interior_tiles_every_variant() {
         let layout = g.layout;
         let (ar, ac) = g.stored_a();
         let (br, bc) = g.stored_b();
-        let padded = |r: usize, c: usize| (if layout == Layout::RowMajor { c } else { r }).next_multiple_of(4);
-        let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
+        let padded = |r: usize, c: usize| minor(layout, r, c).next_multiple_of(4);
         let (lda, ldb, ldc) = (padded(ar, ac), padded(br, bc), padded(130, 130));
-        let g = g.batched(2).leading_dims(lda, ldb, ldc).strides(major(ar, ac) * lda, major(br, bc) * ldb, 130 * ldc).alpha_beta(0.5, 1.5);
+        let strides = (major(layout, ar, ac) * lda, major(layout, br, bc) * ldb, major(layout, 130, 130) * ldc);
+        let g = g.batched(2).leading_dims(lda, ldb, ldc).strides(strides.0, strides.1, strides.2).alpha_beta(0.5, 1.5);
         failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &choices));
     }
     assert_all(failures);
@@ -348,12 +364,10 @@ fn broadcast_strides_and_padded_leading_dimensions() {
         let layout = base.layout;
         let (ar, ac) = base.stored_a();
         let (br, bc) = base.stored_b();
-        let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
-        let (lda, ldb, ldc) = (minor(ar, ac) + 3, minor(br, bc) + 5, minor(70, 53) + 2);
-        let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
-        let one_c = major(70, 53) * ldc;
+        let (lda, ldb, ldc) = (minor(layout, ar, ac) + 3, minor(layout, br, bc) + 5, minor(layout, 70, 53) + 2);
+        let one_c = major(layout, 70, 53) * ldc;
         // A broadcast (stride 0), B broadcast, both, and gaps between C batches.
-        for (sa, sb) in [(0, major(br, bc) * ldb), (major(ar, ac) * lda, 0), (0, 0)] {
+        for (sa, sb) in [(0, major(layout, br, bc) * ldb), (major(layout, ar, ac) * lda, 0), (0, 0)] {
             let g = base.leading_dims(lda, ldb, ldc).strides(sa, sb, one_c + 9);
             failures.extend(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Medium.into())]));
         }
@@ -373,12 +387,10 @@ fn unaligned_pointers_and_leading_dimensions() {
             let layout = g.layout;
             let (ar, ac) = g.stored_a();
             let (br, bc) = g.stored_b();
-            let minor = |r: usize, c: usize| if layout == Layout::RowMajor { c } else { r };
-            let major = |r: usize, c: usize| if layout == Layout::RowMajor { r } else { c };
-            let (lda, ldb, ldc) = (minor(ar, ac) + 1, minor(br, bc) + 2, minor(131, 67) + 1);
+            let (lda, ldb, ldc) = (minor(layout, ar, ac) + 1, minor(layout, br, bc) + 2, minor(layout, 131, 67) + 1);
             let g = g
                 .leading_dims(lda, ldb, ldc)
-                .strides(major(ar, ac) * lda + 1, major(br, bc) * ldb + 3, major(131, 67) * ldc + 1);
+                .strides(major(layout, ar, ac) * lda + 1, major(layout, br, bc) * ldb + 3, major(layout, 131, 67) * ldc + 1);
             failures.extend(case(&gpu, &g, &mut rng, offsets, &[None, Some(SgemmVariant::Large.into()), Some(SgemmVariant::Skinny.into())]));
         }
     }
@@ -430,11 +442,9 @@ fn small_m_every_row_count() {
     let mut rng = rng("small_m");
     let mut failures = Vec::new();
     let rows: Vec<usize> = if quick() { vec![1, 3, 8, 9] } else { (1..=17).collect() };
+    let variants = [None, Some(SgemmVariant::Gemv.into()), Some(SgemmVariant::Skinny.into())];
     for m in rows {
-        for g in every_layout_and_transpose(m, 70, 301) {
-            let g = g.batched(2).alpha_beta(0.5, -1.0);
-            failures.extend(case(&gpu, &g, &mut rng, (0, 1, 0), &[None, Some(SgemmVariant::Gemv.into()), Some(SgemmVariant::Skinny.into())]));
-        }
+        failures.extend(every_layout_case(&gpu, &mut rng, (m, 70, 301, 2), (0.5, -1.0), (0, 1, 0), &variants));
     }
     assert_all(failures);
 }

@@ -360,7 +360,7 @@ impl Sgemm {
             }
             _ => {
                 let tile = row.tile(variant);
-                let tiles = (cm.div_ceil(tile.bm as usize) as u64) * (cn.div_ceil(tile.bn as usize) as u64);
+                let tiles = tile.tile_count(cm, cn);
                 (tiles, "m", g.m, format!("m × n needs {tiles} tiles of {}×{}", tile.bm, tile.bn))
             }
         };
@@ -492,10 +492,11 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
         if !t.can_split_k(&row.arch.limits()) {
             continue;
         }
-        let tiles = m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize) * batch.max(1);
+        // (Saturating: a public function, callable with sizes no buffer could hold.)
+        let tiles = t.tile_count(m, n).saturating_mul(batch.max(1) as u64);
         let k_steps = k.div_ceil(t.bk as usize);
         for k_splits in K_SPLIT_CANDIDATES {
-            let fits = tiles * k_splits as usize <= sm_count as usize * t.blocks_per_sm as usize;
+            let fits = tiles.saturating_mul(k_splits as u64) <= sm_count as u64 * t.blocks_per_sm as u64;
             if fits && k_steps >= 2 * k_splits as usize {
                 out.push(SgemmChoice { variant: v, k_splits });
             }
@@ -527,7 +528,7 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArch
     for c in kernel_candidates(m, n, k, batch, row, sm_count) {
         let t = row.tile(c.variant);
         let splits = c.k_splits as f64;
-        let blocks = (m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize)) as f64 * batch.max(1) as f64 * splits;
+        let blocks = t.tile_count(m, n) as f64 * batch.max(1) as f64 * splits;
         let resident = (t.blocks_per_sm as f64).min((blocks / sms).ceil()).max(1.0);
         let waves = (blocks / (sms * resident)).ceil();
         let k_steps = (k.div_ceil(t.bk as usize) as f64 / splits).ceil();

@@ -335,6 +335,10 @@ impl GemvConfig {
 }
 
 impl SgemmTile {
+    /// Tiles (blocks) that cover an `m × n` C: partial tiles at the edges count as whole.
+    pub const fn tile_count(&self, m: usize, n: usize) -> u64 {
+        m.div_ceil(self.bm as usize) as u64 * n.div_ceil(self.bn as usize) as u64
+    }
     /// Threads per block: one per thread tile.
     pub const fn threads(&self) -> u32 {
         (self.bm / self.tm) * (self.bn / self.tn)
