@@ -1,99 +1,264 @@
-//! Builds the device crate (`cukernels-gpu`) to PTX for every architecture and embeds it.
+//! Finds (or builds) the device code's artifacts and embeds them: for every kernel family, a
+//! cubin per architecture (machine code the driver loads at once) and PTX (which the driver
+//! JIT-compiles: the fallback for GPUs newer than every cubin).
 //!
-//! The host crate builds on stable Rust; this script drives the pinned nightly (through
-//! `rustup run`) to compile the device sources for `nvptx64-nvidia-cuda`, once per
-//! architecture, each with its own config row (`--cfg cukernels_config="sm_XX"`). It then adds
-//! the launch bounds each kernel was designed for (`.maxntid` / `.minnctapersm`, from the same
-//! config table the host reads) and writes `embedded_ptx.rs`, which `src/ptx.rs` includes.
+//! Three sources, in this order:
+//! - feature `from-source`: compiles the device crate (`cukernels-gpu`) with the pinned nightly
+//!   (through `rustup run`) for `nvptx64-nvidia-cuda`, once per family and architecture, each
+//!   with its own config row (`--cfg cukernels_config="sm_XX"`) and family
+//!   (`--cfg cukernels_family="sgemm"`); adds the launch bounds each kernel was designed for
+//!   (`.maxntid` / `.minnctapersm`, from the config table the host reads); assembles each PTX
+//!   with `ptxas` 12.x into a cubin. Everything built is embedded (PTX of every architecture
+//!   too, so a test can force the JIT path), and the subset that ships in the package is written
+//!   to `OUT_DIR/package` (what `scripts/build-artifacts.sh` copies to `host/artifacts`).
+//! - `CUKERNELS_ARTIFACT_DIR=/path`: artifacts and `manifest.txt` from that folder (as written by
+//!   `scripts/build-artifacts.sh`).
+//! - otherwise the artifacts packaged with the crate (`host/artifacts`): stable Rust only, no
+//!   nightly, no `ptxas`, no CUDA toolkit.
 //!
-//! Environment:
-//! - `CUKERNELS_ARCHS=sm_90,sm_80`: build only these architectures (quick development builds).
-//! - `CUKERNELS_PTX_DIR=/path`: take `sm_XX.ptx` files from this folder instead of compiling
-//!   (machines without rustup); the files must come from this same version of the sources.
-//! - feature `config-probes`: also build the sm_100 and sm_120 config rows for an sm_90 target,
-//!   so that an H100/H200 can test them.
+//! Prebuilt artifacts are checked against their manifest before they are embedded: the hash of
+//! the device sources they were built from must be the hash of the sources beside this build
+//! (else they are stale), and every file must have the size and SHA-256 the manifest gives.
+//!
+//! Other switches: `CUKERNELS_ARCHS=sm_90,sm_80` builds only those architectures (from source,
+//! for quick development builds); feature `config-probes` (implies `from-source`) also builds
+//! the sm_100 and sm_120 config rows for an sm_90 target, so that an H100/H200 can test them;
+//! `CUKERNELS_PTXAS` names the `ptxas` to use.
 
-use cukernels_gpu::{sgemm_config, Arch, SGEMM_KERNELS};
+use cukernels_gpu::{Arch, KernelFamily};
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// The nightly that compiles the device code. Keep equal to `rust-toolchain.toml`.
 const DEVICE_TOOLCHAIN: &str = "nightly-2026-05-20";
+/// `ptxas` major version that builds the cubins: 12.x is the last to assemble sm_70.
+const PTXAS_RELEASE: &str = "release 12.";
+/// Optimization level passed to `ptxas` (its default; stated so the manifest says it).
+const PTXAS_FLAGS: &[&str] = &["-O3"];
+/// Architectures whose PTX ships in the package beside the cubins: sm_120's for GPUs newer
+/// than every cubin (compute capability 13.0 and later), sm_100's for 11.x (Jetson Thor), the
+/// one major between our cubins that no cubin of its own major covers.
+const SHIPPED_PTX: [Arch; 2] = [Arch::Sm100, Arch::Sm120];
+/// deflate level (miniz_oxide's best): the artifacts are compressed once, decompressed at
+/// every load (a few milliseconds for a cubin).
+const DEFLATE_LEVEL: u8 = 10;
+const MANIFEST: &str = "manifest.txt";
 
-/// One PTX module to produce: compiled for `target`, with the config row of `config`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Cubin,
+    Ptx,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Cubin => "cubin",
+            Kind::Ptx => "ptx",
+        }
+    }
+    fn from_name(name: &str) -> Option<Kind> {
+        [Kind::Cubin, Kind::Ptx].into_iter().find(|k| k.name() == name)
+    }
+    fn variant(self) -> &'static str {
+        match self {
+            Kind::Cubin => "Cubin",
+            Kind::Ptx => "Ptx",
+        }
+    }
+}
+
+/// One module to produce: `family`'s kernels compiled for `target` with the config row of
+/// `config`.
 #[derive(Clone, Copy)]
 struct Build {
+    family: KernelFamily,
     target: Arch,
     config: Arch,
 }
 
 impl Build {
-    fn file_name(&self) -> String {
+    fn stem(&self) -> String {
         if self.target == self.config {
-            format!("{}.ptx", self.target.name())
+            format!("{}.{}", self.family.name(), self.target.name())
         } else {
-            format!("{}_config_on_{}.ptx", self.config.name(), self.target.name())
+            format!("{}.{}_config_on_{}", self.family.name(), self.config.name(), self.target.name())
         }
+    }
+}
+
+/// One artifact file (compressed) and what the manifest says of it.
+struct Entry {
+    family: KernelFamily,
+    target: Arch,
+    config: Arch,
+    kind: Kind,
+    file: String,
+    raw_len: usize,
+    raw_sha256: String,
+    deflate_sha256: String,
+}
+
+impl Entry {
+    fn manifest_line(&self) -> String {
+        format!(
+            "artifact: {} {} {} {} {} {} {} {}",
+            self.family.name(),
+            self.target.name(),
+            self.config.name(),
+            self.kind.name(),
+            self.file,
+            self.raw_len,
+            self.raw_sha256,
+            self.deflate_sha256
+        )
+    }
+
+    fn parse(line: &str) -> Option<Entry> {
+        let f: Vec<&str> = line.strip_prefix("artifact: ")?.split(' ').collect();
+        if f.len() != 8 {
+            return None;
+        }
+        Some(Entry {
+            family: KernelFamily::from_name(f[0])?,
+            target: Arch::from_name(f[1])?,
+            config: Arch::from_name(f[2])?,
+            kind: Kind::from_name(f[3])?,
+            file: f[4].to_string(),
+            raw_len: f[5].parse().ok()?,
+            raw_sha256: f[6].to_string(),
+            deflate_sha256: f[7].to_string(),
+        })
     }
 }
 
 fn main() {
     println!("cargo:rerun-if-env-changed=CUKERNELS_ARCHS");
-    println!("cargo:rerun-if-env-changed=CUKERNELS_PTX_DIR");
+    println!("cargo:rerun-if-env-changed=CUKERNELS_ARTIFACT_DIR");
+    println!("cargo:rerun-if-env-changed=CUKERNELS_PTXAS");
     println!("cargo:rerun-if-changed=build.rs");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let source_dir = PathBuf::from(
         std::env::var("DEP_CUKERNELS_GPU_SOURCE_DIR").expect("cukernels-gpu publishes its source dir (links = \"cukernels_gpu\")"),
     );
-    println!("cargo:rerun-if-changed={}", source_dir.join("src").display());
+    let source_sha256 = source_hash(&source_dir, &manifest_dir.join("build.rs"));
 
-    let archs = selected_archs();
-    let mut builds: Vec<Build> = archs.iter().map(|&a| Build { target: a, config: a }).collect();
-    if std::env::var_os("CARGO_FEATURE_CONFIG_PROBES").is_some() {
-        for config in [Arch::Sm100, Arch::Sm120] {
-            builds.push(Build { target: Arch::Sm90, config });
-        }
-    }
-
-    let ptx_dir = out_dir.join("ptx");
-    std::fs::create_dir_all(&ptx_dir).unwrap();
-    if let Some(prebuilt) = std::env::var_os("CUKERNELS_PTX_DIR") {
-        let prebuilt = PathBuf::from(prebuilt);
-        for b in &builds {
-            let src = prebuilt.join(b.file_name());
-            let text = std::fs::read_to_string(&src).unwrap_or_else(|e| {
-                panic!("cukernels: CUKERNELS_PTX_DIR is set but {} cannot be read: {e}", src.display())
-            });
-            std::fs::write(ptx_dir.join(b.file_name()), with_launch_bounds(&text, b.config)).unwrap();
-        }
+    let (entries, dir, from_source) = if std::env::var_os("CARGO_FEATURE_FROM_SOURCE").is_some() {
+        println!("cargo:rerun-if-changed={}", source_dir.join("src").display());
+        let dir = out_dir.join("artifacts");
+        (build_from_source(&source_dir, &out_dir, &dir, &source_sha256), dir, true)
     } else {
-        check_toolchain();
-        let crate_dir = stage_device_crate(&source_dir, &out_dir);
-        let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).max(1);
-        for chunk in builds.chunks(jobs) {
-            std::thread::scope(|scope| {
-                for b in chunk {
-                    let (crate_dir, out_dir, ptx_dir) = (&crate_dir, &out_dir, &ptx_dir);
-                    scope.spawn(move || {
-                        let text = compile_ptx(crate_dir, out_dir, *b);
-                        std::fs::write(ptx_dir.join(b.file_name()), with_launch_bounds(&text, b.config)).unwrap();
-                    });
-                }
-            });
-        }
-    }
+        let dir = match std::env::var_os("CUKERNELS_ARTIFACT_DIR") {
+            Some(d) => PathBuf::from(d),
+            None => manifest_dir.join("artifacts"),
+        };
+        (read_prebuilt(&dir, &source_sha256), dir, false)
+    };
 
-    let mut table = String::from("// Generated by host/build.rs.\npub(crate) static EMBEDDED: &[EmbeddedPtx] = &[\n");
-    for b in &builds {
+    let mut table = format!(
+        "// Generated by host/build.rs.\n/// SHA-256 of the device sources the embedded artifacts were built from.\npub const SOURCE_SHA256: &str = \"{source_sha256}\";\n\
+         /// Whether the artifacts were built from source in this build (feature `from-source`).\npub const FROM_SOURCE: bool = {from_source};\n\
+         static EMBEDDED: &[Artifact] = &[\n"
+    );
+    for e in &entries {
+        let path = dir.join(&e.file);
         table += &format!(
-            "    EmbeddedPtx {{ target: Arch::{:?}, config: Arch::{:?}, ptx: include_str!(concat!(env!(\"OUT_DIR\"), \"/ptx/{}\")) }},\n",
-            b.target,
-            b.config,
-            b.file_name()
+            "    Artifact {{ family: KernelFamily::{:?}, target: Arch::{:?}, config: Arch::{:?}, kind: ArtifactKind::{}, raw_len: {}, sha256: \"{}\", deflated: include_bytes!({:?}) }},\n",
+            e.family,
+            e.target,
+            e.config,
+            e.kind.variant(),
+            e.raw_len,
+            e.raw_sha256,
+            path.display().to_string()
         );
     }
     table += "];\n";
-    std::fs::write(out_dir.join("embedded_ptx.rs"), table).unwrap();
+    std::fs::write(out_dir.join("embedded_artifacts.rs"), table).unwrap();
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// SHA-256 over the device crate's `src/` (every file, by path relative to it, in sorted order)
+/// and this build script (which shapes the PTX: flags, launch bounds): what a set of
+/// artifacts was built from.
+fn source_hash(source_dir: &Path, build_script: &Path) -> String {
+    fn walk(dir: &Path, rel: &str, files: &mut Vec<(String, PathBuf)>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cukernels: cannot read {}: {e}", dir.display())) {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            if entry.path().is_dir() {
+                walk(&entry.path(), &rel, files);
+            } else {
+                files.push((rel, entry.path()));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&source_dir.join("src"), "", &mut files);
+    files.sort();
+    files.push(("host/build.rs".into(), build_script.to_path_buf()));
+    let mut h = Sha256::new();
+    for (rel, path) in files {
+        let bytes = std::fs::read(&path).unwrap();
+        h.update(rel.as_bytes());
+        h.update([0]);
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
+    }
+    hex(&h.finalize())
+}
+
+/// Reads prebuilt artifacts and checks them against their manifest.
+fn read_prebuilt(dir: &Path, source_sha256: &str) -> Vec<Entry> {
+    let manifest_path = dir.join(MANIFEST);
+    println!("cargo:rerun-if-changed={}", manifest_path.display());
+    let text = std::fs::read_to_string(&manifest_path).unwrap_or_else(|e| {
+        panic!(
+            "cukernels: the prebuilt device artifacts' manifest {} cannot be read ({e}); build them with \
+             scripts/build-artifacts.sh, or enable the `from-source` feature",
+            manifest_path.display()
+        )
+    });
+    let built_from = text.lines().find_map(|l| l.strip_prefix("source_sha256: ")).unwrap_or("(none)");
+    if built_from != source_sha256 {
+        panic!(
+            "cukernels: the artifacts in {} were built from other device sources (manifest source_sha256 {built_from}, \
+             these sources {source_sha256}): they are stale. Rebuild them with scripts/build-artifacts.sh, or enable \
+             the `from-source` feature",
+            dir.display()
+        );
+    }
+    let entries: Vec<Entry> = text.lines().filter(|l| l.starts_with("artifact: ")).map(|l| {
+        Entry::parse(l).unwrap_or_else(|| panic!("cukernels: malformed line in {}: {l}", manifest_path.display()))
+    }).collect();
+    for e in &entries {
+        let path = dir.join(&e.file);
+        println!("cargo:rerun-if-changed={}", path.display());
+        let deflated = std::fs::read(&path).unwrap_or_else(|err| panic!("cukernels: artifact {} cannot be read: {err}", path.display()));
+        let raw = miniz_oxide::inflate::decompress_to_vec(&deflated)
+            .unwrap_or_else(|err| panic!("cukernels: artifact {} is not valid deflate data: {err:?}", path.display()));
+        if sha256(&deflated) != e.deflate_sha256 || raw.len() != e.raw_len || sha256(&raw) != e.raw_sha256 {
+            panic!("cukernels: artifact {} does not match its manifest (size or SHA-256): rebuild with scripts/build-artifacts.sh", path.display());
+        }
+    }
+    for family in KernelFamily::ALL {
+        if !entries.iter().any(|e| e.family == family) {
+            panic!("cukernels: {} lists no artifact of the `{family}` family", manifest_path.display());
+        }
+    }
+    entries
 }
 
 fn selected_archs() -> Vec<Arch> {
@@ -101,7 +266,7 @@ fn selected_archs() -> Vec<Arch> {
         Ok(list) if !list.trim().is_empty() => list
             .split(',')
             .map(|name| {
-                Arch::from_name(name).unwrap_or_else(|| {
+                Arch::from_name(name.trim()).unwrap_or_else(|| {
                     panic!("cukernels: CUKERNELS_ARCHS names `{name}`; known: sm_70, sm_75, sm_80, sm_86, sm_89, sm_90, sm_100, sm_120")
                 })
             })
@@ -112,14 +277,114 @@ fn selected_archs() -> Vec<Arch> {
 
 fn install_hint() -> String {
     format!(
-        "install it with:\n    rustup toolchain install {DEVICE_TOOLCHAIN} --profile minimal -c rust-src -c llvm-tools\n\
-         or set CUKERNELS_PTX_DIR to a folder of prebuilt PTX"
+        "the `from-source` feature needs:\n    rustup toolchain install {DEVICE_TOOLCHAIN} --profile minimal -c rust-src -c llvm-tools\n    \
+         python3 -m pip install nvidia-cuda-nvcc-cu12==12.9.86   # ptxas\n\
+         (without `from-source`, the prebuilt artifacts packaged with the crate need neither)"
     )
 }
 
-fn check_toolchain() {
-    let probe = Command::new("rustup").args(["run", DEVICE_TOOLCHAIN, "rustc", "--print", "sysroot"]).env_remove("RUSTUP_TOOLCHAIN").output();
-    let sysroot = match probe {
+/// Builds every (family, architecture) module, writes the compressed artifacts and the manifest
+/// into `dir`, and the shipped subset (when every architecture was built) into `OUT_DIR/package`.
+fn build_from_source(source_dir: &Path, out_dir: &Path, dir: &Path, source_sha256: &str) -> Vec<Entry> {
+    let archs = selected_archs();
+    let mut builds = Vec::new();
+    for family in KernelFamily::ALL {
+        builds.extend(archs.iter().map(|&a| Build { family, target: a, config: a }));
+        if std::env::var_os("CARGO_FEATURE_CONFIG_PROBES").is_some() {
+            for config in [Arch::Sm100, Arch::Sm120] {
+                builds.push(Build { family, target: Arch::Sm90, config });
+            }
+        }
+    }
+    let rustc_version = check_toolchain();
+    let ptxas = find_ptxas();
+    let ptxas_version = ptxas_version(&ptxas);
+    let crate_dir = stage_device_crate(source_dir, out_dir);
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let ptx_dir = out_dir.join("ptx");
+    std::fs::create_dir_all(&ptx_dir).unwrap();
+
+    // A queue over the builds, one worker per core: each build is a nightly compilation
+    // (one core, ~15 s) then ptxas (~5 s).
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Vec<Entry>)>> = Mutex::new(Vec::new());
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, builds.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&b) = builds.get(i) else { break };
+                let ptx = with_launch_bounds(&compile_ptx(&crate_dir, out_dir, b), b);
+                let ptx_path = ptx_dir.join(format!("{}.ptx", b.stem()));
+                std::fs::write(&ptx_path, &ptx).unwrap();
+                let cubin = assemble_cubin(&ptxas, &ptx_path, b);
+                let entries = [(Kind::Ptx, ptx.into_bytes()), (Kind::Cubin, cubin)]
+                    .into_iter()
+                    .map(|(kind, raw)| write_artifact(dir, b, kind, &raw))
+                    .collect();
+                results.lock().unwrap().push((i, entries));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|r| r.0);
+    let entries: Vec<Entry> = results.into_iter().flat_map(|r| r.1).collect();
+
+    let header = format!(
+        "# cukernels device artifacts, written by host/build.rs (feature `from-source`); do not edit.\n\
+         # One line per artifact: family target config kind file raw_bytes raw_sha256 deflate_sha256.\n\
+         source_sha256: {source_sha256}\n\
+         device_toolchain: {DEVICE_TOOLCHAIN} ({rustc_version})\n\
+         ptxas: {ptxas_version}\n\
+         ptxas_flags: {}\n\
+         compression: raw deflate (miniz_oxide, level {DEFLATE_LEVEL})\n",
+        PTXAS_FLAGS.join(" ")
+    );
+    let manifest = |keep: &dyn Fn(&Entry) -> bool| {
+        let mut text = header.clone();
+        for e in entries.iter().filter(|e| keep(e)) {
+            text += &e.manifest_line();
+            text.push('\n');
+        }
+        text
+    };
+    std::fs::write(dir.join(MANIFEST), manifest(&|_| true)).unwrap();
+
+    // The package's set: every native cubin, and the PTX of SHIPPED_PTX.
+    let package_dir = out_dir.join("package");
+    let _ = std::fs::remove_dir_all(&package_dir);
+    if archs.len() == Arch::ALL.len() {
+        let shipped = |e: &Entry| e.target == e.config && (e.kind == Kind::Cubin || SHIPPED_PTX.contains(&e.target));
+        std::fs::create_dir_all(&package_dir).unwrap();
+        for e in entries.iter().filter(|e| shipped(e)) {
+            std::fs::copy(dir.join(&e.file), package_dir.join(&e.file)).unwrap();
+        }
+        std::fs::write(package_dir.join(MANIFEST), manifest(&shipped)).unwrap();
+    }
+    entries
+}
+
+fn write_artifact(dir: &Path, b: Build, kind: Kind, raw: &[u8]) -> Entry {
+    let deflated = miniz_oxide::deflate::compress_to_vec(raw, DEFLATE_LEVEL);
+    let file = format!("{}.{}.deflate", b.stem(), kind.name());
+    std::fs::write(dir.join(&file), &deflated).unwrap();
+    Entry {
+        family: b.family,
+        target: b.target,
+        config: b.config,
+        kind,
+        file,
+        raw_len: raw.len(),
+        raw_sha256: sha256(raw),
+        deflate_sha256: sha256(&deflated),
+    }
+}
+
+/// Checks that the device toolchain and its `rust-src` are installed; returns `rustc -V`.
+fn check_toolchain() -> String {
+    let run = |args: &[&str]| Command::new("rustup").args(["run", DEVICE_TOOLCHAIN]).args(args).env_remove("RUSTUP_TOOLCHAIN").output();
+    let sysroot = match run(&["rustc", "--print", "sysroot"]) {
         Ok(out) if out.status.success() => PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
         Ok(_) => panic!("cukernels: the device code is compiled by the Rust toolchain {DEVICE_TOOLCHAIN}, which is not installed; {}", install_hint()),
         Err(_) => panic!("cukernels: `rustup` was not found; the device code is compiled by the Rust toolchain {DEVICE_TOOLCHAIN}; {}", install_hint()),
@@ -127,6 +392,54 @@ fn check_toolchain() {
     if !sysroot.join("lib/rustlib/src/rust/library/core").exists() {
         panic!("cukernels: the toolchain {DEVICE_TOOLCHAIN} lacks the rust-src component; {}", install_hint());
     }
+    let version = run(&["rustc", "-V"]).expect("rustc ran above");
+    String::from_utf8_lossy(&version.stdout).trim().to_string()
+}
+
+/// `ptxas` 12.x: `$CUKERNELS_PTXAS`, then the PyPI package `nvidia-cuda-nvcc-cu12` of
+/// `python3`, then `PATH`.
+fn find_ptxas() -> PathBuf {
+    if let Some(p) = std::env::var_os("CUKERNELS_PTXAS") {
+        return PathBuf::from(p);
+    }
+    let py = Command::new("python3")
+        .args(["-c", "import nvidia.cuda_nvcc, os; print(os.path.join(list(nvidia.cuda_nvcc.__path__)[0], 'bin', 'ptxas'))"])
+        .output();
+    if let Ok(out) = py {
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if out.status.success() && path.exists() {
+            return path;
+        }
+    }
+    PathBuf::from("ptxas")
+}
+
+fn ptxas_version(ptxas: &Path) -> String {
+    let out = Command::new(ptxas).arg("--version").output().unwrap_or_else(|e| {
+        panic!("cukernels: cannot run ptxas ({}): {e}; set CUKERNELS_PTXAS, or {}", ptxas.display(), install_hint())
+    });
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("release")).unwrap_or("").trim().to_string();
+    if !line.contains(PTXAS_RELEASE) {
+        panic!("cukernels: {} is `{line}`; the cubins need ptxas 12.x (13.x dropped sm_70); {}", ptxas.display(), install_hint());
+    }
+    line
+}
+
+fn assemble_cubin(ptxas: &Path, ptx: &Path, b: Build) -> Vec<u8> {
+    let cubin = ptx.with_extension("cubin");
+    let out = Command::new(ptxas)
+        .arg(format!("-arch={}", b.target.name()))
+        .args(PTXAS_FLAGS)
+        .arg("-o")
+        .arg(&cubin)
+        .arg(ptx)
+        .output()
+        .unwrap_or_else(|e| panic!("cukernels: cannot run {}: {e}", ptxas.display()));
+    if !out.status.success() {
+        panic!("cukernels: ptxas failed on {} ({}):\n{}", ptx.display(), b.stem(), String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::read(&cubin).unwrap()
 }
 
 /// Copies the device crate's sources into OUT_DIR as a standalone crate (its own workspace,
@@ -147,15 +460,6 @@ crate-type = ["cdylib"]
 
 [lints.rust]
 unexpected_cfgs = { level = "allow" }
-
-# Fat LTO links core into the module (without it, core's functions stay .extern and ptxas
-# rejects the PTX); one codegen unit and panic=abort keep the PTX self-contained.
-[profile.release]
-opt-level = 3
-lto = "fat"
-codegen-units = 1
-panic = "abort"
-debug = false
 "#;
     std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
     dir
@@ -181,17 +485,36 @@ fn is_inherited_build_var(key: &str) -> bool {
         "RUSTUP_TOOLCHAIN", "CARGO", "TARGET", "HOST", "OUT_DIR", "OPT_LEVEL", "PROFILE", "DEBUG", "NUM_JOBS",
         "MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS", "CARGO_TARGET_DIR", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET",
         "CARGO_BUILD_RUSTFLAGS", "CARGO_BUILD_TARGET_DIR", "CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_PRIMARY_PACKAGE",
+        "CARGO_INCREMENTAL", "CARGO_BUILD_INCREMENTAL", "CARGO_ENCODED_RUSTDOCFLAGS",
     ];
     EXACT.contains(&key)
         || ["CARGO_PKG_", "CARGO_CFG_", "CARGO_FEATURE_", "CARGO_PROFILE_", "DEP_", "CARGO_TARGET_"].iter().any(|p| key.starts_with(p))
 }
 
+/// The release profile of the device build, passed as `--config` so that it wins over any
+/// `[profile]` in the user's `.cargo/config.toml` (which cargo would otherwise apply to the
+/// nested build, found from its working directory upwards). Fat LTO links core into the module
+/// (without it, core's functions stay `.extern` and ptxas rejects the PTX); one codegen unit
+/// and panic = abort keep the PTX self-contained.
+const DEVICE_PROFILE: &[&str] = &[
+    "profile.release.opt-level=3",
+    "profile.release.lto=\"fat\"",
+    "profile.release.codegen-units=1",
+    "profile.release.panic=\"abort\"",
+    "profile.release.debug=false",
+    "profile.release.debug-assertions=false",
+    "profile.release.overflow-checks=false",
+    "profile.release.incremental=false",
+    "profile.release.strip=\"none\"",
+];
+
 fn compile_ptx(crate_dir: &Path, out_dir: &Path, b: Build) -> String {
-    let target_dir = out_dir.join("nvptx").join(b.file_name().trim_end_matches(".ptx"));
+    let target_dir = out_dir.join("nvptx").join(b.stem());
     let rustflags = format!(
-        "-C target-cpu={} -C llvm-args=-unroll-threshold=5000 --cfg cukernels_config=\"{}\"",
+        "-C target-cpu={} -C llvm-args=-unroll-threshold=5000 --cfg cukernels_config=\"{}\" --cfg cukernels_family=\"{}\"",
         b.target.name(),
-        b.config.name()
+        b.config.name(),
+        b.family.name()
     );
     let mut cmd = Command::new("rustup");
     for (key, _) in std::env::vars_os() {
@@ -201,7 +524,11 @@ fn compile_ptx(crate_dir: &Path, out_dir: &Path, b: Build) -> String {
             }
         }
     }
-    cmd.args(["run", DEVICE_TOOLCHAIN, "cargo", "rustc", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core", "--target-dir"])
+    cmd.current_dir(crate_dir).args(["run", DEVICE_TOOLCHAIN, "cargo", "rustc", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"]);
+    for setting in DEVICE_PROFILE {
+        cmd.args(["--config", setting]);
+    }
+    cmd.arg("--target-dir")
         .arg(&target_dir)
         .arg("--manifest-path")
         .arg(crate_dir.join("Cargo.toml"))
@@ -211,37 +538,37 @@ fn compile_ptx(crate_dir: &Path, out_dir: &Path, b: Build) -> String {
     let _ = std::fs::remove_file(&ptx_path);
     let out = cmd.output().unwrap_or_else(|e| panic!("cukernels: cannot run rustup: {e}; {}", install_hint()));
     // The final link of the cdylib fails for lack of a bitcode linker, after the PTX (`.s`) is
-    // written; that failure is expected. No PTX means the compilation itself failed.
+    // written; that failure is expected. No PTX means the compilation itself failed: show the
+    // compiler's own messages.
     if !ptx_path.exists() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        panic!("cukernels: compiling the device code for {} (config {}) failed:\n{stderr}", b.target, b.config);
+        panic!("cukernels: compiling the device code of `{}` for {} (config {}) failed:\n{stderr}", b.family, b.target, b.config);
     }
     std::fs::read_to_string(&ptx_path).unwrap()
 }
 
-/// Adds `.maxntid` and `.minnctapersm` to each SGEMM entry point: the equivalent of CUDA's
-/// `__launch_bounds__(threads, blocks_per_sm)`, taken from the config row the PTX was built
-/// with. ptxas then fits the registers to the designed occupancy.
-fn with_launch_bounds(ptx: &str, config: Arch) -> String {
-    let row = sgemm_config(config);
+/// Adds `.maxntid` and `.minnctapersm` to each entry point of the family: the equivalent of
+/// CUDA's `__launch_bounds__(threads, blocks_per_sm)`, taken from the config row the PTX was
+/// built with. ptxas (and the driver's JIT) then fit the registers to the designed occupancy.
+fn with_launch_bounds(ptx: &str, b: Build) -> String {
+    let specs: Vec<_> = (0..b.family.kernel_count()).map(|i| b.family.kernel(b.config, i)).collect();
     let mut out = String::with_capacity(ptx.len() + 512);
     let mut pending: Option<String> = None;
+    let mut placed = 0;
     for line in ptx.lines() {
         if let Some(rest) = line.strip_prefix(".visible .entry ") {
             let name = rest.split('(').next().unwrap_or("").trim();
-            pending = SGEMM_KERNELS.iter().find(|k| k.entry_point == name).map(|k| {
-                let l = row.launch(k.variant);
-                format!(".maxntid {}, 1, 1\n.minnctapersm {}\n", l.threads, l.blocks_per_sm)
-            });
+            pending = specs.iter().find(|k| k.entry_point == name).map(|k| format!(".maxntid {}, 1, 1\n.minnctapersm {}\n", k.threads, k.blocks_per_sm));
         }
         if line.trim() == "{" {
             if let Some(bounds) = pending.take() {
                 out += &bounds;
+                placed += 1;
             }
         }
         out += line;
         out.push('\n');
     }
-    assert!(pending.is_none(), "cukernels: could not place launch bounds in the PTX");
+    assert!(placed == specs.len(), "cukernels: launch bounds placed on {placed} of the {} entry points of {}", specs.len(), b.stem());
     out
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, over the binaries scripts/stage-device.sh built: the GPU test suite
 # (every architecture's config), compute-sanitizer memcheck (whole suite) and racecheck (quick suite),
-# and the SGEMM benchmark against cuBLAS. Everything is logged under $OUT.
-# Usage: bash scripts/device-run.sh [tests|sanitize|bench|all]...
+# the load-time benchmark (fresh processes, JIT cache off) and the SGEMM benchmark against
+# cuBLAS. Everything is logged under $OUT.
+# Usage: bash scripts/device-run.sh [tests|sanitize|load|bench|all]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=device-stage
@@ -37,7 +38,10 @@ if has sanitize; then
     [ $rc -eq 0 ] || status=1
   done
 fi
+if has load; then
+  $stage/cukernels-bench load --reps 5 --out "$OUT/load.jsonl" 2>&1 | tee "$OUT/load.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1
+fi
 if has bench; then
-  $stage/cukernels-bench sgemm --out "$OUT/sgemm.jsonl" 2>&1 | tee "$OUT/bench.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1
+  $stage/cukernels-bench sgemm --reps "${BENCH_REPS:-100}" --out "$OUT/sgemm.jsonl" 2>&1 | tee "$OUT/bench.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1
 fi
 exit $status

@@ -5,8 +5,8 @@
 
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
-    choose_kernel, ptx, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose,
-    k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
+    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose,
+    k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
 
@@ -25,22 +25,23 @@ fn plan(g: &Sgemm, bufs: &SgemmBuffers) -> Result<SgemmPlan, Error> {
 
 /// Runs a plan on the CPU exactly as the kernels define the canonical problem (flags, leading
 /// dimensions, batch strides), reading whichever host buffer each device address points into.
-fn emulate(p: &SgemmPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
+fn emulate(plan: &SgemmPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let p = &plan.params;
     let host = |addr: u64| -> (&[f32], usize) {
         let (buf, base) = if (B_BASE..C_BASE).contains(&addr) { (b, B_BASE) } else { (a, A_BASE) };
         (buf, ((addr - base) / 4) as usize)
     };
     const BETA_ZERO: u32 = 32;
-    let (left, l0) = host(p.a_addr);
-    let (right, r0) = host(p.b_addr);
-    let c0 = ((p.c_addr - C_BASE) / 4) as usize;
+    let (left, l0) = host(p.a.addr());
+    let (right, r0) = host(p.b.addr());
+    let c0 = ((p.c.addr() - C_BASE) / 4) as usize;
     for batch in 0..p.batch as usize {
         for i in 0..p.m as usize {
             for j in 0..p.n as usize {
                 let mut acc = 0.0f64;
                 for q in 0..p.k as usize {
-                    let ai = l0 + batch * p.stride_a as usize + if p.operands.a_k_contiguous() { i * p.lda as usize + q } else { q * p.lda as usize + i };
-                    let bi = r0 + batch * p.stride_b as usize + if p.operands.b_k_contiguous() { j * p.ldb as usize + q } else { q * p.ldb as usize + j };
+                    let ai = l0 + batch * p.stride_a as usize + if plan.operands.a_k_contiguous() { i * p.lda as usize + q } else { q * p.lda as usize + i };
+                    let bi = r0 + batch * p.stride_b as usize + if plan.operands.b_k_contiguous() { j * p.ldb as usize + q } else { q * p.ldb as usize + j };
                     acc += left[ai] as f64 * right[bi] as f64;
                 }
                 let ci = c0 + batch * p.stride_c as usize + i * p.ldc as usize + j;
@@ -144,46 +145,6 @@ fn inner_loop_forms_are_the_measured_choices() {
 }
 
 #[test]
-fn ptx_for_a_device_is_the_newest_not_newer() {
-    let all = Arch::ALL;
-    let pick = |major, minor| Arch::for_compute_capability(major, minor, &all);
-    assert_eq!(pick(8, 7), Some(Arch::Sm86));
-    assert_eq!(pick(10, 3), Some(Arch::Sm100));
-    assert_eq!(pick(12, 1), Some(Arch::Sm120));
-    assert_eq!(pick(9, 0), Some(Arch::Sm90));
-    assert_eq!(pick(7, 2), Some(Arch::Sm70));
-    assert_eq!(pick(8, 9), Some(Arch::Sm89));
-    assert_eq!(pick(6, 1), None);
-    assert!(matches!(ptx::for_compute_capability(6, 1), Err(Error::UnsupportedDevice { major: 6, minor: 1 })));
-    assert_eq!(Arch::from_name("sm_86"), Some(Arch::Sm86));
-    assert_eq!(Arch::from_name("sm_91"), None);
-}
-
-#[test]
-fn every_architecture_and_both_probes_are_embedded() {
-    if std::env::var_os("CUKERNELS_ARCHS").is_some() {
-        eprintln!("CUKERNELS_ARCHS is set: a partial build; checking only what it asked for");
-    } else {
-        assert_eq!(ptx::built_archs(), Arch::ALL.to_vec());
-    }
-    for config in [Arch::Sm100, Arch::Sm120] {
-        let p = ptx::find(Arch::Sm90, config).expect("config probes are embedded");
-        assert!(p.ptx.contains(".target sm_90"));
-    }
-    for p in ptx::embedded() {
-        assert!(p.ptx.contains(&format!(".target {}", p.target.name())), "{:?}", p.target);
-        for k in SGEMM_KERNELS {
-            let t = sgemm_config(p.config).launch(k.variant);
-            let entry = format!(".entry {}(", k.entry_point);
-            let at = p.ptx.find(&entry).unwrap_or_else(|| panic!("{} lacks {entry}", p.target));
-            let body = &p.ptx[at..at + p.ptx[at..].find('{').unwrap()];
-            assert!(body.contains(&format!(".maxntid {}, 1, 1", t.threads)), "launch bounds of {entry} in {}", p.target);
-            assert!(body.contains(&format!(".minnctapersm {}", t.blocks_per_sm)));
-        }
-    }
-}
-
-#[test]
 fn invalid_arguments_are_typed_errors_naming_the_argument() {
     let ok = buffers(1 << 20, 1 << 20, 1 << 20);
     let e = plan(&Sgemm::new(10, 10, 10).leading_dims(9, 10, 10), &ok).unwrap_err();
@@ -225,28 +186,28 @@ fn edge_semantics_of_the_plan() {
     let ok = buffers(1 << 20, 1 << 20, 1 << 20);
     // alpha = 0 or k = 0: A and B are not read (no length required), C = beta·C.
     let p = plan(&Sgemm::new(8, 8, 8).alpha_beta(0.0, 2.0), &buffers(0, 0, 64)).unwrap();
-    assert_eq!(p.k, 0);
+    assert_eq!(p.params.k, 0);
     let p = plan(&Sgemm::new(8, 8, 0).alpha_beta(1.0, 0.5), &buffers(0, 0, 64)).unwrap();
-    assert_eq!(p.k, 0);
+    assert_eq!(p.params.k, 0);
     assert!(!p.empty);
     // m = 0, n = 0 or batch = 0: nothing to launch, and no buffer needed.
     for g in [Sgemm::new(0, 8, 8), Sgemm::new(8, 0, 8), Sgemm::new(8, 8, 8).batched(0)] {
         assert!(plan(&g, &buffers(0, 0, 0)).unwrap().empty);
     }
     // beta = 0 sets the flag that keeps C unread.
-    assert_ne!(plan(&Sgemm::new(8, 8, 8), &ok).unwrap().flags & 32, 0);
+    assert_ne!(plan(&Sgemm::new(8, 8, 8), &ok).unwrap().params.flags & 32, 0);
     // Batches beyond 65535 run in one launch: grid.z is capped, the kernel loops.
     let p = plan(&Sgemm::new(2, 2, 2).batched(100_000), &ok).unwrap();
     assert_eq!(p.grid.2, 65535);
-    assert_eq!(p.batch, 100_000);
+    assert_eq!(p.params.batch, 100_000);
     // Vector (16-byte) access only when base, leading dimension and stride allow it.
     let g = Sgemm::new(8, 8, 8).transpose(Transpose::Yes, Transpose::No);
     let aligned = plan(&g, &ok).unwrap();
-    assert_eq!(aligned.flags & (4 | 8 | 16), 4 | 8 | 16);
+    assert_eq!(aligned.params.flags & (4 | 8 | 16), 4 | 8 | 16);
     let shifted = plan(&g, &SgemmBuffers { a_addr: A_BASE + 4, b_addr: B_BASE + 8, c_addr: C_BASE + 12, ..ok }).unwrap();
-    assert_eq!(shifted.flags & (4 | 8 | 16), 0);
+    assert_eq!(shifted.params.flags & (4 | 8 | 16), 0);
     let odd_ld = plan(&g.leading_dims(9, 9, 9), &ok).unwrap();
-    assert_eq!(odd_ld.flags & (4 | 8 | 16), 0);
+    assert_eq!(odd_ld.params.flags & (4 | 8 | 16), 0);
 }
 
 #[test]
@@ -365,7 +326,7 @@ fn k_split_plans_and_their_errors() {
     let deep_plan = deep.plan(&buffers(300 * 100_000, 100_000 * 200, c), sgemm_config(Arch::Sm90), H200_SMS, None).unwrap();
     assert!(deep_plan.grid.1 > 1, "{deep_plan:?}");
     let scaled = deep.alpha_beta(0.0, 2.0).plan(&buffers(0, 0, c), sgemm_config(Arch::Sm90), H200_SMS, None).unwrap();
-    assert_eq!((scaled.grid.1, scaled.k), (1, 0));
+    assert_eq!((scaled.grid.1, scaled.params.k), (1, 0));
     // Refused: 0 or more than a portable cluster, gemv, 128-wide tiles (compiled without the
     // split), architectures without clusters.
     for (arch, variant, k_splits) in [

@@ -1,6 +1,7 @@
-//! SGEMM on a real GPU, with every architecture's config the device can run: PTX of sm_70 to
-//! sm_90 loads on an sm_90 device as is; the sm_100 and sm_120 rows run as their sm_90-target
-//! builds (`config-probes`). Each case draws fresh random inputs, poisons C (NaN when beta = 0,
+//! SGEMM on a real GPU, with every architecture's config the device can run, through every
+//! artifact that can carry it: on an sm_90 device the PTX of sm_70 to sm_90 (JIT-compiled by
+//! the driver), the sm_90 cubin, and the sm_100 and sm_120 rows as their sm_90-target builds
+//! (`config-probes`), each as a cubin and as PTX. Each case draws fresh random inputs, poisons C (NaN when beta = 0,
 //! random values otherwise, sentinels in every gap), and compares against an f64 reference.
 //!
 //! These tests need a CUDA GPU and are `#[ignore]`d otherwise: run them with
@@ -9,7 +10,7 @@
 
 use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cukernels::cudarc::driver::{CudaContext, CudaStream};
-use cukernels::{device_context, ptx, Cukernels, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, Transpose, MAX_K_SPLITS};
+use cukernels::{artifacts, device_context, ArtifactKind, Cukernels, KernelFamily, SgemmBuffers, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, Transpose, MAX_K_SPLITS};
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 
 struct Gpu {
     stream: Arc<CudaStream>,
-    /// One handle per (target, config) this device can run.
+    /// One handle per (target, config, kind) this device can run.
     handles: Vec<Cukernels>,
 }
 
@@ -25,12 +26,12 @@ fn gpu() -> Gpu {
     let ctx: Arc<CudaContext> = device_context(0).expect("these tests need a CUDA GPU");
     let (major, minor) = ctx.compute_capability().unwrap();
     let device = (major * 10 + minor) as u32;
-    let handles: Vec<Cukernels> = ptx::embedded()
+    let handles: Vec<Cukernels> = artifacts::embedded()
         .iter()
-        .filter(|p| p.target.sm() <= device)
-        .map(|p| Cukernels::with_config(&ctx, p.target, p.config).unwrap())
+        .filter(|a| a.family == KernelFamily::Sgemm && a.runs_on(major as u32, minor as u32))
+        .map(|a| Cukernels::with_artifact(&ctx, a.target, a.config, a.kind).unwrap())
         .collect();
-    let configs: Vec<String> = handles.iter().map(|h| format!("{}@{}", h.config(), h.target())).collect();
+    let configs: Vec<String> = handles.iter().map(|h| h.artifact(KernelFamily::Sgemm).to_string()).collect();
     eprintln!("GPU sm_{device}: testing configs {configs:?}");
     assert!(handles.len() >= 2, "expected several configs to test, got {configs:?}");
     Gpu { stream: ctx.default_stream(), handles }
@@ -489,4 +490,54 @@ fn launches_can_be_captured_in_a_cuda_graph() {
     if let Err(e) = want.check(&thrice, &x.c, &out) {
         panic!("graph replays:\n{e}");
     }
+}
+
+/// `Cukernels::new` picks this device's cubin (on an H200: sm_90's), loads nothing until the
+/// first launch, and the raw-pointer entry point gives the same bits as the safe one, with the
+/// same validation.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn default_handle_loads_the_cubin_lazily_and_the_raw_entry_matches_the_safe_one() {
+    let ctx = device_context(0).expect("these tests need a CUDA GPU");
+    let stream = ctx.new_stream().unwrap();
+    let (major, minor) = ctx.compute_capability().unwrap();
+    let kernels = Cukernels::new(&ctx).unwrap();
+    let artifact = kernels.artifact(KernelFamily::Sgemm);
+    assert_eq!(artifact.kind, ArtifactKind::Cubin, "{artifact}");
+    assert_eq!(artifact.target.sm() / 10, major as u32, "{artifact} on {major}.{minor}");
+    assert!(!kernels.is_loaded(KernelFamily::Sgemm), "nothing loads before the first launch");
+
+    let mut rng = rng("raw_entry");
+    let g = Sgemm::new(77, 45, 130).transpose(Transpose::Yes, Transpose::No).alpha_beta(0.75, 0.5);
+    let x = inputs(&g, &mut rng, (0, 0, 0));
+    let a = stream.clone_htod(&x.a).unwrap();
+    let b = stream.clone_htod(&x.b).unwrap();
+    let mut c_safe = stream.clone_htod(&x.c).unwrap();
+    let mut c_raw = stream.clone_htod(&x.c).unwrap();
+    kernels.sgemm(&stream, &g, &a, &b, &mut c_safe).unwrap();
+    assert!(kernels.is_loaded(KernelFamily::Sgemm));
+    stream.synchronize().unwrap();
+    let safe = stream.clone_dtoh(&c_safe).unwrap();
+    if let Err(e) = expected(&g, &x, &mut rng).check(&g, &x.c, &safe) {
+        panic!("safe entry:\n{e}");
+    }
+
+    use cukernels::cudarc::driver::{DevicePtr, DevicePtrMut};
+    let (a_addr, _ga) = a.device_ptr(&stream);
+    let (b_addr, _gb) = b.device_ptr(&stream);
+    let c_len = c_raw.len();
+    let (c_addr, _gc) = c_raw.device_ptr_mut(&stream);
+    let buffers = SgemmBuffers { a_addr, a_len: x.a.len(), b_addr, b_len: x.b.len(), c_addr, c_len };
+    // SAFETY: the addresses and lengths are those of the three live cudarc buffers above, used
+    // on `stream` only, which outlives the launch (synchronized below).
+    unsafe { kernels.sgemm_raw(stream.cu_stream(), &g, &buffers, None) }.unwrap();
+    // Validated exactly as the safe entry point: a buffer one element short is refused.
+    let short = SgemmBuffers { a_len: 130 * 77 - 1, ..buffers }; // A is stored k × m = 130 × 77
+    // SAFETY: refused before any launch.
+    let e = unsafe { kernels.sgemm_raw(stream.cu_stream(), &g, &short, None) }.unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { name: "a", .. }), "{e}");
+    stream.synchronize().unwrap();
+    drop((_ga, _gb, _gc));
+    let raw = stream.clone_dtoh(&c_raw).unwrap();
+    assert!(safe.iter().zip(&raw).all(|(s, r)| s.to_bits() == r.to_bits()), "raw entry differs from the safe one");
 }

@@ -3,7 +3,10 @@
 //! - [`resources`]: `ptxas -v` resources of every kernel of every architecture (no GPU needed).
 //! - [`report`]: the per-architecture config and resource tables.
 //! - [`sgemm_bench`]: our SGEMM against cuBLAS on the same buffers, in the same run.
+//! - [`load_bench`]: time from `Cukernels::new` to the end of the first launch, per family,
+//!   cubin and PTX, in fresh processes with the JIT cache off.
 
+pub mod load_bench;
 pub mod report;
 pub mod resources;
 pub mod sgemm_bench;

@@ -6,10 +6,15 @@
 //! - Without one (or with `report`): prints each architecture's configs and the ptxas resources
 //!   of every kernel.
 //!
-//! Usage: `cukernels-bench [report | sgemm] [--quick] [--reps N] [--config sm_XX] [--out FILE] [--shape LABEL]...`
+//! - `load`: per kernel family, the time from `Cukernels::new` to the end of the first launch
+//!   in a fresh process with the driver's JIT cache off, with the cubin and forced to PTX, beside
+//!   cuBLAS (medians of `--reps` processes, default 5); JSON lines with `op: "load"`.
+//!
+//! Usage: `cukernels-bench [report | sgemm | load] [--quick] [--reps N] [--config sm_XX] [--out FILE] [--shape LABEL]...`
 
 use cukernels::cudarc::cublas::CudaBlas;
 use cukernels::{device_context, Arch, Cukernels};
+use cukernels_bench::load_bench::{gpu_name, measure_in_children, measure_in_this_process, median_of};
 use cukernels_bench::report::{config_table, resource_table};
 use cukernels_bench::sgemm_bench::{bench_shape, cross_check, sweep, DeviceInfo, Row, Shape};
 use cukernels_bench::COMMIT;
@@ -18,7 +23,7 @@ use std::io::Write;
 struct Options {
     mode: Option<String>,
     quick: bool,
-    reps: usize,
+    reps: Option<usize>,
     config: Option<Arch>,
     out: Option<String>,
     /// Only the shapes with one of these labels (e.g. `4096x4096x4096`).
@@ -26,20 +31,26 @@ struct Options {
 }
 
 fn parse_args() -> Result<Options, String> {
-    let mut o = Options { mode: None, quick: false, reps: 25, config: None, out: None, shapes: Vec::new() };
+    let mut o = Options { mode: None, quick: false, reps: None, config: None, out: None, shapes: Vec::new() };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "report" | "sgemm" => o.mode = Some(a),
+            "report" | "sgemm" | "load" => o.mode = Some(a),
+            "load-child" => {
+                // Internal: one load measurement in this (fresh) process.
+                let family = args.next().ok_or("load-child takes a family and an artifact")?;
+                let artifact = args.next().ok_or("load-child takes a family and an artifact")?;
+                o.mode = Some(format!("load-child {family} {artifact}"));
+            }
             "--quick" => o.quick = true,
-            "--reps" => o.reps = args.next().and_then(|v| v.parse().ok()).ok_or("--reps takes a number")?,
+            "--reps" => o.reps = Some(args.next().and_then(|v| v.parse().ok()).ok_or("--reps takes a number")?),
             "--config" => {
                 let v = args.next().ok_or("--config takes an architecture such as sm_80")?;
                 o.config = Some(Arch::from_name(&v).ok_or(format!("unknown architecture {v}"))?);
             }
             "--out" => o.out = Some(args.next().ok_or("--out takes a file")?),
             "--shape" => o.shapes.push(args.next().ok_or("--shape takes a shape label such as 4096x4096x4096")?),
-            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm] [--quick] [--reps N] [--config sm_XX] [--out FILE] [--shape LABEL]...".into()),
+            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load] [--quick] [--reps N] [--config sm_XX] [--out FILE] [--shape LABEL]...".into()),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -79,9 +90,24 @@ fn main() {
         return;
     }
     let ctx = ctx.unwrap_or_else(|e| {
-        eprintln!("the sgemm benchmark needs a GPU: {e}");
+        eprintln!("the {mode} benchmark needs a GPU: {e}");
         std::process::exit(1)
     });
+    if let Some(case) = mode.strip_prefix("load-child ") {
+        let (family, artifact) = case.split_once(' ').expect("two words");
+        match measure_in_this_process(&ctx, family, artifact) {
+            Ok(t) => println!("{}", t.to_line()),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    if mode == "load" {
+        run_load(&ctx, &o);
+        return;
+    }
     run_sgemm(&ctx, &o);
 }
 
@@ -147,7 +173,7 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
     );
     let mut rows: Vec<Row> = Vec::new();
     for s in &shapes {
-        let r = bench_shape(&kernels, &blas, &stream, s, &info, o.reps);
+        let r = bench_shape(&kernels, &blas, &stream, s, &info, o.reps.unwrap_or(25));
         println!(
             "{:<8} {:<22} {:>9.2} {:>9.2} {:>7.3} {:>6.1}% {:>8} {:>8} {:>6.1}%",
             s.group,
@@ -180,6 +206,32 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
         "\ngeometric mean ratio vs cuBLAS: {geo:.3}; lowest ratio: {worst:.3}; largest dispatch regret: {:.1}%",
         100.0 * worst_regret
     );
+}
+
+fn run_load(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
+    let reps = o.reps.unwrap_or(5);
+    let runs = measure_in_children(reps).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    let (gpu, date) = (gpu_name(ctx), today());
+    println!("{gpu}: first launch in a fresh process, JIT cache off (CUDA_CACHE_DISABLE=1); median of {reps} processes; commit {COMMIT}; {date}");
+    println!("{:<8} {:<8} {:>11} {:>11} {:>11}", "family", "artifact", "module ms", "launch ms", "total ms");
+    let mut lines = Vec::new();
+    let mut cases: Vec<(String, String)> = cukernels::KernelFamily::ALL.iter().flat_map(|f| ["cubin", "ptx"].map(|a| (f.name().to_string(), a.to_string()))).collect();
+    cases.push(("cublas".into(), "cubin".into()));
+    for (family, artifact) in cases {
+        let Some(t) = median_of(&runs, &family, &artifact) else { continue };
+        println!("{:<8} {:<8} {:>11.1} {:>11.1} {:>11.1}", t.family, t.artifact, t.module_ms, t.launch_ms, t.total_ms());
+        let all: Vec<String> = runs.iter().filter(|r| r.family == family && r.artifact == artifact).map(|r| format!("{:.1}", r.total_ms())).collect();
+        lines.push(format!(
+            "{{\"op\":\"load\",\"family\":\"{}\",\"artifact\":\"{}\",\"module_ms\":{:.3},\"launch_ms\":{:.3},\"total_ms\":{:.3},\"runs_total_ms\":[{}],\"jit_cache\":\"disabled\",\"gpu\":\"{gpu}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
+            t.family, t.artifact, t.module_ms, t.launch_ms, t.total_ms(), all.join(",")
+        ));
+    }
+    if let Some(path) = &o.out {
+        std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+    }
 }
 
 /// Today's date (UTC) as YYYY-MM-DD.

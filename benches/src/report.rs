@@ -2,7 +2,7 @@
 //! them. Column meanings are in README.md ("Reading the report").
 
 use crate::resources::{find_ptxas, ptxas_resources, KernelResources};
-use cukernels::{ptx, sgemm_config, Arch, SgemmVariant};
+use cukernels::{artifacts, sgemm_config, Arch, ArtifactKind, SgemmVariant};
 use std::fmt::Write;
 
 /// The config table: one line per (architecture, variant).
@@ -63,7 +63,7 @@ pub fn config_table() -> String {
 pub fn resource_table() -> Result<(Vec<KernelResources>, String), String> {
     let ptxas = find_ptxas()?;
     let mut all = Vec::new();
-    for module in ptx::embedded() {
+    for module in artifacts::embedded().iter().filter(|a| a.kind == ArtifactKind::Ptx) {
         all.extend(ptxas_resources(&ptxas, module)?);
     }
     let mut s = String::new();

@@ -3,7 +3,7 @@
 //! row the module was built with. `cukernels-bench report` prints these; the `ptx_resources`
 //! test fails on any violation.
 
-use cukernels::ptx::EmbeddedPtx;
+use cukernels::{Artifact, ArtifactKind};
 use cukernels::{sgemm_config, Arch, SgemmOperands, SgemmVariant, SGEMM_KERNELS};
 use std::path::PathBuf;
 use std::process::Command;
@@ -91,13 +91,17 @@ pub fn find_ptxas() -> Result<PathBuf, String> {
     Err("ptxas not found: install it with `python3 -m pip install nvidia-cuda-nvcc-cu12==12.9.86` or set CUKERNELS_PTXAS".into())
 }
 
-/// Assembles one embedded module with `ptxas -v` and returns each SGEMM entry point's resources.
-pub fn ptxas_resources(ptxas: &PathBuf, module: &EmbeddedPtx) -> Result<Vec<KernelResources>, String> {
+/// Assembles one embedded PTX module with `ptxas -v` (as the build did to make its cubin) and
+/// returns each SGEMM entry point's resources.
+pub fn ptxas_resources(ptxas: &PathBuf, module: &Artifact) -> Result<Vec<KernelResources>, String> {
+    if module.kind != ArtifactKind::Ptx {
+        return Err(format!("{module} is not PTX"));
+    }
     let dir = std::env::temp_dir().join(format!("cukernels-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let stem = format!("{}_{}", module.config.name(), module.target.name());
     let ptx_path = dir.join(format!("{stem}.ptx"));
-    std::fs::write(&ptx_path, module.ptx).map_err(|e| e.to_string())?;
+    std::fs::write(&ptx_path, module.bytes().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let out = Command::new(ptxas)
         .arg(format!("-arch={}", module.target.name()))
         .arg("-v")

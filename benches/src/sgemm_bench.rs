@@ -183,7 +183,7 @@ pub fn median_ms(stream: &Arc<CudaStream>, warmup: usize, reps: usize, mut run: 
 
 /// The cuBLAS call for a row-major `C = A·B`: that is the column-major `Cᵀ = Bᵀ·Aᵀ`, so cuBLAS
 /// gets (n, m, k) and B before A.
-fn cublas_config(s: &Shape) -> StridedBatchedConfig<f32> {
+pub fn cublas_config(s: &Shape) -> StridedBatchedConfig<f32> {
     StridedBatchedConfig {
         gemm: cukernels::cudarc::cublas::GemmConfig {
             transa: cublasOperation_t::CUBLAS_OP_N,

@@ -1,10 +1,12 @@
 //! The one error type of the crate: every invalid argument is reported before anything launches,
 //! naming the argument and its value.
 
-use cukernels_gpu::Arch;
+use crate::artifacts::ArtifactKind;
+use cukernels_gpu::{Arch, KernelFamily};
 
-/// Everything that can go wrong in cukernels.
+/// Everything that can go wrong in cukernels. New variants may be added in minor releases.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// No CUDA driver library could be loaded on this machine.
     #[error("no CUDA driver found (libcuda could not be loaded): cukernels needs an NVIDIA GPU and driver")]
@@ -12,12 +14,21 @@ pub enum Error {
     /// The device is older than the oldest architecture cukernels builds (sm_70).
     #[error("device has compute capability {major}.{minor}; cukernels needs sm_70 (Volta) or newer")]
     UnsupportedDevice { major: u32, minor: u32 },
-    /// No PTX of a suitable architecture is embedded (e.g. a build limited by CUKERNELS_ARCHS).
-    #[error("no PTX for compute capability {major}.{minor} is embedded in this build (built: {built}); rebuild with CUKERNELS_ARCHS unset or including it")]
-    NoMatchingPtx { major: u32, minor: u32, built: String },
-    /// A specific (target, config) PTX was asked for but is not embedded.
-    #[error("no embedded PTX compiled for {target} with the {config} config (enable the `config-probes` feature for cross-config builds)")]
-    PtxNotEmbedded { target: Arch, config: Arch },
+    /// No embedded artifact of the family runs on the device (e.g. a build limited by
+    /// CUKERNELS_ARCHS).
+    #[error("no {family} artifact for compute capability {major}.{minor} is embedded in this build (embedded: {embedded})")]
+    NoMatchingArtifact { family: KernelFamily, major: u32, minor: u32, embedded: String },
+    /// A specific artifact was asked for but is not embedded.
+    #[error("no {kind} of the {family} kernels compiled for {target} with the {config} config is embedded (PTX of every architecture and the config probes come with the `from-source` and `config-probes` features)")]
+    ArtifactNotEmbedded { family: KernelFamily, target: Arch, config: Arch, kind: ArtifactKind },
+    /// An embedded artifact does not decompress to what the build recorded.
+    #[error("corrupt embedded artifact: {0}")]
+    CorruptArtifact(String),
+    /// A loaded kernel does not have the resources it was designed with on this device (the
+    /// driver's JIT is not the ptxas that CI checked): it would spill or run below its
+    /// designed occupancy.
+    #[error("kernel `{kernel}` ({artifact}) fails its load-time check: {reason}")]
+    KernelLimits { kernel: &'static str, artifact: String, reason: String },
     /// An argument is out of its valid range.
     #[error("invalid argument `{name}` = {value}: {reason}")]
     InvalidArgument { name: &'static str, value: String, reason: String },

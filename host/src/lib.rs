@@ -28,18 +28,19 @@
 //! Everything a launch needs is checked first and reported as an [`Error`] that names the
 //! argument and its value; kernels never read or write outside the buffers they are given.
 
+pub mod artifacts;
 mod error;
-pub mod ptx;
 mod runtime;
 pub mod sgemm;
 
 pub use cudarc;
+pub use artifacts::{Artifact, ArtifactKind};
 pub use cukernels_gpu::{
-    sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
+    GlobalPtr, KernelFamily, KernelSpec, SgemmParams, sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
     SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
 };
 pub use error::{Error, Result};
-pub use runtime::{device_context, Cukernels};
+pub use runtime::{check_kernel_limits, device_context, Cukernels, LoadedKernelAttributes};
 pub use sgemm::{choose_kernel, kernel_candidates, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
 
 /// The README's examples, compiled as doc tests (`no_run`: they need a GPU).

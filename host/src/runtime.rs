@@ -1,11 +1,13 @@
-//! The handle that owns a CUDA context's cukernels module: loads the right PTX lazily (once per
-//! handle; clone the handle to share it), and launches kernels on the caller's stream.
+//! The handle that owns a CUDA context's cukernels modules: one module per kernel family
+//! ([`KernelFamily`]), each chosen when the handle is made (a cubin for the device's
+//! architecture, else PTX: [`crate::artifacts`]), loaded lazily on the family's first launch
+//! (or by [`Cukernels::preload`]), and checked against its config before any launch.
 
+use crate::artifacts::{self, Artifact, ArtifactKind};
 use crate::error::{Error, Result};
-use crate::ptx::{self, EmbeddedPtx};
-use cudarc::driver::sys::{CUfunction_attribute, CUdevice_attribute};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
-use cukernels_gpu::{sgemm_config, sgemm_kernel_index, Arch, SgemmArchConfig, SgemmOperands, SgemmVariant, SGEMM_KERNELS};
+use cukernels_gpu::{sgemm_config, sgemm_kernel_index, Arch, KernelFamily, KernelSpec, SgemmArchConfig, SgemmOperands, SgemmVariant};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Opens CUDA device `ordinal`, or says why not (no driver, no such device) instead of
@@ -18,113 +20,204 @@ pub fn device_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     Ok(CudaContext::new(ordinal)?)
 }
 
-/// cukernels on one CUDA context. Cheap to clone; clones share the loaded module.
+/// cukernels on one CUDA context. Cheap to clone; clones share the loaded modules. `Send` and
+/// `Sync`: one handle may serve every thread of a process.
 #[derive(Clone)]
 pub struct Cukernels {
     inner: Arc<Inner>,
 }
 
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Cukernels>();
+};
+
 struct Inner {
     ctx: Arc<CudaContext>,
-    ptx: &'static EmbeddedPtx,
+    /// Compute capability of the device.
+    capability: (u32, u32),
     sm_count: u32,
+    /// Per family (in [`KernelFamily::ALL`] order): the artifact chosen for it, and its module
+    /// once loaded.
+    families: Vec<FamilyModule>,
+}
+
+struct FamilyModule {
+    artifact: &'static Artifact,
     loaded: OnceLock<Loaded>,
     loading: Mutex<()>,
 }
 
 struct Loaded {
     _module: Arc<CudaModule>,
-    /// One function per entry of `SGEMM_KERNELS`, in that order.
-    sgemm: Vec<CudaFunction>,
+    /// One function per entry point of the family, in [`KernelFamily::kernel`] order.
+    functions: Vec<CudaFunction>,
+}
+
+/// What the driver reports of one loaded function, checked by [`check_kernel_limits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadedKernelAttributes {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Local memory per thread (stack frame and spills), bytes.
+    pub local_bytes: u32,
+    /// The largest block the function can be launched with.
+    pub max_threads_per_block: u32,
+    /// Blocks of the designed size and shared memory that fit on one SM
+    /// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`).
+    pub blocks_per_sm: u32,
+}
+
+/// The load-time check of one function against its config: no local memory (a stack array or
+/// spills: the kernels keep everything in registers and shared memory), its designed block size
+/// allowed, and its designed occupancy reached. The driver's JIT is not the `ptxas` that CI
+/// checked, and a device is not always the architecture a config was written for, so this is
+/// checked on the device itself, once per load.
+pub fn check_kernel_limits(spec: &KernelSpec, attributes: &LoadedKernelAttributes) -> std::result::Result<(), String> {
+    let a = attributes;
+    if a.local_bytes > 0 {
+        return Err(format!("{} bytes of local memory per thread (spills or a stack array; must be 0), {} registers", a.local_bytes, a.registers));
+    }
+    if a.max_threads_per_block < spec.threads {
+        return Err(format!("at most {} threads per block with {} registers; it is launched with {}", a.max_threads_per_block, a.registers, spec.threads));
+    }
+    if a.blocks_per_sm < spec.blocks_per_sm {
+        return Err(format!(
+            "{} blocks of {} threads and {} B of shared memory fit on an SM ({} registers); it was designed for {}",
+            a.blocks_per_sm, spec.threads, spec.smem_bytes, a.registers, spec.blocks_per_sm
+        ));
+    }
+    Ok(())
 }
 
 impl Cukernels {
-    /// A handle for `ctx`, using the PTX built for the device's architecture (the newest built
-    /// one not newer than the device). Nothing is loaded until the first launch.
+    /// A handle for `ctx` that runs, for each family, the artifact chosen for the device
+    /// ([`artifacts::for_device`]: its architecture's cubin, else PTX). Nothing is loaded until
+    /// a family's first launch.
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
-        let (major, minor) = ctx.compute_capability()?;
-        let ptx = ptx::for_compute_capability(major as u32, minor as u32)?;
-        Self::with_ptx(ctx, ptx)
+        let (major, minor) = capability(ctx)?;
+        let families = KernelFamily::ALL.iter().map(|&f| artifacts::for_device(f, major, minor)).collect::<Result<Vec<_>>>()?;
+        Self::with_artifacts(ctx, families)
     }
 
-    /// A handle that runs the PTX compiled for `target` with the config row of `config`:
-    /// runs older architectures' configs on a newer GPU (e.g. the sm_70 config on an H200),
-    /// and, with the `config-probes` feature, the sm_100/sm_120 rows built for sm_90.
+    /// A handle that runs the kernels compiled for `target` with the config row of `config`,
+    /// as a cubin where one runs on this device, else as PTX: runs older architectures'
+    /// configs on a newer GPU (the sm_70 config on an H200), and, with the `config-probes`
+    /// feature, the sm_100/sm_120 rows built for sm_90.
     pub fn with_config(ctx: &Arc<CudaContext>, target: Arch, config: Arch) -> Result<Self> {
-        let (major, minor) = ctx.compute_capability()?;
-        let device = (major * 10 + minor) as u32;
-        if target.sm() > device {
-            return Err(Error::invalid("target", target, format!("PTX for {target} cannot run on a device of compute capability {major}.{minor}")));
-        }
-        Self::with_ptx(ctx, ptx::find(target, config)?)
+        let (major, minor) = capability(ctx)?;
+        let kind = if artifacts::runs_on(target, ArtifactKind::Cubin, major, minor) { ArtifactKind::Cubin } else { ArtifactKind::Ptx };
+        Self::with_artifact(ctx, target, config, kind)
     }
 
-    fn with_ptx(ctx: &Arc<CudaContext>, ptx: &'static EmbeddedPtx) -> Result<Self> {
+    /// As [`with_config`](Self::with_config), with the kind of artifact forced: `Ptx` makes the
+    /// driver JIT-compile the kernels even where a cubin would run (tests of the PTX path,
+    /// the load benchmark).
+    pub fn with_artifact(ctx: &Arc<CudaContext>, target: Arch, config: Arch, kind: ArtifactKind) -> Result<Self> {
+        let (major, minor) = capability(ctx)?;
+        if !artifacts::runs_on(target, kind, major, minor) {
+            return Err(Error::invalid("target", target, format!("a {kind} for {target} cannot run on a device of compute capability {major}.{minor}")));
+        }
+        let families = KernelFamily::ALL.iter().map(|&f| artifacts::find(f, target, config, kind)).collect::<Result<Vec<_>>>()?;
+        Self::with_artifacts(ctx, families)
+    }
+
+    fn with_artifacts(ctx: &Arc<CudaContext>, chosen: Vec<&'static Artifact>) -> Result<Self> {
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-        Ok(Cukernels {
-            inner: Arc::new(Inner { ctx: ctx.clone(), ptx, sm_count, loaded: OnceLock::new(), loading: Mutex::new(()) }),
-        })
+        let capability = capability(ctx)?;
+        let families = chosen.into_iter().map(|artifact| FamilyModule { artifact, loaded: OnceLock::new(), loading: Mutex::new(()) }).collect();
+        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families }) })
     }
 
     /// The CUDA context of this handle.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.inner.ctx
     }
-    /// The architecture of the PTX this handle runs.
-    pub fn target(&self) -> Arch {
-        self.inner.ptx.target
+    /// The artifact this handle runs for `family` (cubin or PTX, its architecture and config).
+    pub fn artifact(&self, family: KernelFamily) -> &'static Artifact {
+        self.inner.families[family.index()].artifact
     }
-    /// The config row this handle's kernels were compiled with.
+    /// The architecture of the SGEMM artifact this handle runs.
+    pub fn target(&self) -> Arch {
+        self.artifact(KernelFamily::Sgemm).target
+    }
+    /// The config row this handle's SGEMM kernels were compiled with.
     pub fn config(&self) -> Arch {
-        self.inner.ptx.config
+        self.artifact(KernelFamily::Sgemm).config
     }
     /// The SGEMM config row this handle's kernels were compiled with.
     pub fn sgemm_config(&self) -> &'static SgemmArchConfig {
-        sgemm_config(self.inner.ptx.config)
+        sgemm_config(self.config())
     }
     /// Streaming multiprocessors of the device.
     pub fn sm_count(&self) -> u32 {
         self.inner.sm_count
     }
-
-    /// Loads the module now rather than at the first launch: the driver compiles the PTX for
-    /// the device then, which takes a moment. Call it before capturing launches into a CUDA
-    /// graph or before timing, so neither includes the load.
-    pub fn preload(&self) -> Result<()> {
-        self.loaded().map(|_| ())
+    /// Whether `family`'s module is loaded.
+    pub fn is_loaded(&self, family: KernelFamily) -> bool {
+        self.inner.families[family.index()].loaded.get().is_some()
     }
 
-    /// Loads the module on first use (the driver compiles the PTX for the device then).
-    fn loaded(&self) -> Result<&Loaded> {
-        if let Some(l) = self.inner.loaded.get() {
+    /// Loads every family's module now rather than at its first launch. Call it before
+    /// capturing launches into a CUDA graph or before timing, so neither includes the load.
+    pub fn preload(&self) -> Result<()> {
+        KernelFamily::ALL.iter().try_for_each(|&f| self.preload_family(f))
+    }
+
+    /// Loads one family's module now (the others stay unloaded).
+    pub fn preload_family(&self, family: KernelFamily) -> Result<()> {
+        self.loaded(family).map(|_| ())
+    }
+
+    /// The family's module, loaded (and checked) on first use.
+    fn loaded(&self, family: KernelFamily) -> Result<&Loaded> {
+        let slot = &self.inner.families[family.index()];
+        if let Some(l) = slot.loaded.get() {
             return Ok(l);
         }
-        let _guard = self.inner.loading.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = self.inner.loaded.get() {
+        let _guard = slot.loading.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = slot.loaded.get() {
             return Ok(l);
         }
-        let module = self.inner.ctx.load_module(cudarc::nvrtc::Ptx::from_src(self.inner.ptx.ptx))?;
-        let row = self.sgemm_config();
-        let mut sgemm = Vec::with_capacity(SGEMM_KERNELS.len());
-        for kernel in SGEMM_KERNELS {
-            let f = module.load_function(kernel.entry_point)?;
-            // The most any launch of this variant asks for (a k-split launch may need more than
-            // its pipeline: `split_k_smem_bytes`).
-            f.set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                row.launch(kernel.variant).split_k_smem_bytes as i32,
-            )?;
-            // Ask for the largest shared-memory carveout so `blocks_per_sm` blocks fit.
+        let loaded = self.load(slot.artifact)?;
+        let _ = slot.loaded.set(loaded);
+        Ok(slot.loaded.get().expect("just set"))
+    }
+
+    fn load(&self, artifact: &'static Artifact) -> Result<Loaded> {
+        let bytes = artifact.bytes()?;
+        let image = match artifact.kind {
+            ArtifactKind::Cubin => cudarc::nvrtc::Ptx::from_binary(bytes),
+            ArtifactKind::Ptx => cudarc::nvrtc::Ptx::from_src(String::from_utf8(bytes).map_err(|e| Error::CorruptArtifact(format!("{artifact}: {e}")))?),
+        };
+        let module = self.inner.ctx.load_module(image)?;
+        let family = artifact.family;
+        let mut functions = Vec::with_capacity(family.kernel_count());
+        for index in 0..family.kernel_count() {
+            let spec = family.kernel(artifact.config, index);
+            let f = module.load_function(spec.entry_point)?;
+            f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.max_smem_bytes as i32)?;
+            // The largest shared-memory carveout, so that `blocks_per_sm` blocks fit.
             f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
-            sgemm.push(f);
+            let attributes = LoadedKernelAttributes {
+                registers: f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
+                local_bytes: f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32,
+                max_threads_per_block: f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
+                blocks_per_sm: f.occupancy_max_active_blocks_per_multiprocessor(spec.threads, spec.smem_bytes as usize, None)?,
+            };
+            check_kernel_limits(&spec, &attributes).map_err(|reason| Error::KernelLimits {
+                kernel: spec.entry_point,
+                artifact: artifact.to_string(),
+                reason,
+            })?;
+            functions.push(f);
         }
-        let _ = self.inner.loaded.set(Loaded { _module: module, sgemm });
-        Ok(self.inner.loaded.get().expect("just set"))
+        Ok(Loaded { _module: module, functions })
     }
 
     pub(crate) fn sgemm_function(&self, variant: SgemmVariant, operands: SgemmOperands) -> Result<&CudaFunction> {
-        let loaded = self.loaded()?;
-        Ok(&loaded.sgemm[sgemm_kernel_index(variant, operands)])
+        let loaded = self.loaded(KernelFamily::Sgemm)?;
+        Ok(&loaded.functions[sgemm_kernel_index(variant, operands)])
     }
 
     pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
@@ -133,14 +226,35 @@ impl Cukernels {
         }
         Ok(())
     }
+
+    /// Checks that a raw stream handle belongs to this handle's context.
+    pub(crate) fn check_raw_stream(&self, stream: cudarc::driver::sys::CUstream) -> Result<()> {
+        self.inner.ctx.bind_to_thread()?;
+        let mut ctx: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: `cuStreamGetCtx` only reads the handle and writes `ctx`; a stream handle that
+        // is not valid is reported as an error by the driver (the caller of the raw entry
+        // point promises it is a live stream).
+        unsafe { cudarc::driver::sys::cuStreamGetCtx(stream, &mut ctx) }.result()?;
+        if ctx != self.inner.ctx.cu_ctx() {
+            return Err(Error::WrongContext);
+        }
+        Ok(())
+    }
+
+    /// Compute capability of the device.
+    pub fn compute_capability(&self) -> (u32, u32) {
+        self.inner.capability
+    }
+}
+
+fn capability(ctx: &Arc<CudaContext>) -> Result<(u32, u32)> {
+    let (major, minor) = ctx.compute_capability()?;
+    Ok((major as u32, minor as u32))
 }
 
 impl std::fmt::Debug for Cukernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cukernels")
-            .field("target", &self.target())
-            .field("config", &self.config())
-            .field("sm_count", &self.sm_count())
-            .finish()
+        let artifacts: Vec<String> = self.inner.families.iter().map(|m| m.artifact.to_string()).collect();
+        f.debug_struct("Cukernels").field("artifacts", &artifacts).field("sm_count", &self.sm_count()).finish()
     }
 }

@@ -28,9 +28,10 @@
 
 use crate::error::{Error, Result};
 use crate::runtime::Cukernels;
+use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
-use cukernels_gpu::{SgemmArchConfig, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS};
+use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS};
 use std::ffi::c_void;
 
 /// Which kernel runs a problem: a variant, and over how many blocks (one thread-block cluster)
@@ -373,22 +374,24 @@ impl Sgemm {
             grid: (grid_x as u32, k_splits, g.batch.min(MAX_GRID_Z) as u32),
             block: launch.threads,
             smem_bytes: if k_splits > 1 { launch.split_k_smem_bytes } else { launch.smem_bytes },
-            a_addr: left.addr,
-            b_addr: right.addr,
-            c_addr: buffers.c_addr,
-            m: cm as u32,
-            n: cn as u32,
-            k: if reads_inputs { g.k as u32 } else { 0 },
-            lda: lda as u64,
-            ldb: ldb as u64,
-            ldc: g.ldc as u64,
-            stride_a: left.batch_stride as u64,
-            stride_b: right.batch_stride as u64,
-            stride_c: g.stride_c as u64,
-            batch: g.batch as u32,
-            flags,
-            alpha: g.alpha,
-            beta: g.beta,
+            params: SgemmParams {
+                a: GlobalPtr::new(left.addr),
+                b: GlobalPtr::new(right.addr),
+                c: GlobalPtr::new(buffers.c_addr),
+                m: cm as u32,
+                n: cn as u32,
+                k: if reads_inputs { g.k as u32 } else { 0 },
+                lda: lda as u64,
+                ldb: ldb as u64,
+                ldc: g.ldc as u64,
+                stride_a: left.batch_stride as u64,
+                stride_b: right.batch_stride as u64,
+                stride_c: g.stride_c as u64,
+                batch: g.batch as u32,
+                flags,
+                alpha: g.alpha,
+                beta: g.beta,
+            },
             empty: cm == 0 || cn == 0 || g.batch == 0,
         })
     }
@@ -416,22 +419,9 @@ pub struct SgemmPlan {
     pub grid: (u32, u32, u32),
     pub block: u32,
     pub smem_bytes: u32,
-    pub a_addr: u64,
-    pub b_addr: u64,
-    pub c_addr: u64,
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    pub lda: u64,
-    pub ldb: u64,
-    pub ldc: u64,
-    pub stride_a: u64,
-    pub stride_b: u64,
-    pub stride_c: u64,
-    pub batch: u32,
-    pub flags: u32,
-    pub alpha: f32,
-    pub beta: f32,
+    /// The entry point's parameters: the canonical problem (the one struct the kernels take,
+    /// [`SgemmParams`]).
+    pub params: SgemmParams,
     /// Nothing to compute (m, n or batch is 0): no launch.
     pub empty: bool,
 }
@@ -571,52 +561,48 @@ impl Cukernels {
         let (c_addr, _c_sync) = c.device_ptr_mut(stream);
         let buffers = SgemmBuffers { a_addr, a_len: a.len(), b_addr, b_len: b.len(), c_addr, c_len };
         let plan = desc.plan(&buffers, self.sgemm_config(), self.sm_count(), choice)?;
+        self.launch_sgemm(stream.cu_stream(), &plan)
+    }
+
+    /// As [`sgemm_with`](Self::sgemm_with), for frameworks that hold raw CUDA handles (burn and
+    /// cubecl hold `CUdeviceptr`s; candle or mistral.rs may pin another `cudarc`): a raw stream
+    /// and the device addresses and lengths (in `f32` elements) of A, B and C in `buffers`.
+    /// Validated exactly as the safe entry point (lengths, strides, overlaps, alignment, grid
+    /// limits, and the stream's context, which must be this handle's), and queued on `stream`
+    /// without synchronizing.
+    ///
+    /// # Safety
+    /// `stream` must be a live stream handle (or null, the context's legacy default stream),
+    /// and each address in `buffers` must point to a device allocation of this context that
+    /// holds at least its length in `f32`s and stays allocated until the launch has finished
+    /// on `stream`. No other stream may write A, B or C, or read C, until then (there is no
+    /// event tracking here, unlike cudarc's buffers).
+    pub unsafe fn sgemm_raw(&self, stream: CUstream, desc: &Sgemm, buffers: &SgemmBuffers, choice: Option<SgemmChoice>) -> Result<()> {
+        self.check_raw_stream(stream)?;
+        let plan = desc.plan(buffers, self.sgemm_config(), self.sm_count(), choice)?;
         self.launch_sgemm(stream, &plan)
     }
 
     /// Launches a validated plan.
-    fn launch_sgemm(&self, stream: &CudaStream, p: &SgemmPlan) -> Result<()> {
+    fn launch_sgemm(&self, stream: CUstream, p: &SgemmPlan) -> Result<()> {
         if p.empty {
             return Ok(());
         }
         let f = self.sgemm_function(p.variant, p.operands)?;
-        let mut args = (p.a_addr, p.b_addr, p.c_addr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.stride_a, p.stride_b, p.stride_c, p.batch, p.flags, p.alpha, p.beta);
-        let mut params: [*mut c_void; 16] = [
-            &mut args.0 as *mut _ as *mut c_void,
-            &mut args.1 as *mut _ as *mut c_void,
-            &mut args.2 as *mut _ as *mut c_void,
-            &mut args.3 as *mut _ as *mut c_void,
-            &mut args.4 as *mut _ as *mut c_void,
-            &mut args.5 as *mut _ as *mut c_void,
-            &mut args.6 as *mut _ as *mut c_void,
-            &mut args.7 as *mut _ as *mut c_void,
-            &mut args.8 as *mut _ as *mut c_void,
-            &mut args.9 as *mut _ as *mut c_void,
-            &mut args.10 as *mut _ as *mut c_void,
-            &mut args.11 as *mut _ as *mut c_void,
-            &mut args.12 as *mut _ as *mut c_void,
-            &mut args.13 as *mut _ as *mut c_void,
-            &mut args.14 as *mut _ as *mut c_void,
-            &mut args.15 as *mut _ as *mut c_void,
-        ];
+        let mut params = p.params;
+        let mut args = params.kernel_args();
         self.context().bind_to_thread()?;
         if p.grid.1 > 1 {
-            return self.launch_clusters(f.cu_function(), stream, p, &mut params);
+            return self.launch_clusters(f.cu_function(), stream, p, &mut args);
         }
         // SAFETY: `plan` proved that every element the canonical problem addresses lies inside
-        // the caller's buffers, whose device pointers stay valid (and ordered on `stream` by
-        // cudarc's SyncOnDrop guards) for the duration of the launch. The parameter array
-        // matches the entry point's signature (kernels-gpu `sgemm_entry!`) in count, order and
-        // types (u64 pointers, u32, u64, f32), and lives until cuLaunchKernel returns.
+        // the caller's buffers, whose device pointers stay valid for the duration of the launch
+        // (cudarc's SyncOnDrop guards order them on `stream`; the raw entry point's caller
+        // promises it). `args` points at the fields of `params`, which lives until
+        // cuLaunchKernel returns, and matches the entry point's parameters in count, order and
+        // sizes by construction: both are generated from the one definition of `SgemmParams`.
         unsafe {
-            cudarc::driver::result::launch_kernel(
-                f.cu_function(),
-                p.grid,
-                (p.block, 1, 1),
-                p.smem_bytes,
-                stream.cu_stream(),
-                &mut params,
-            )?;
+            cudarc::driver::result::launch_kernel(f.cu_function(), p.grid, (p.block, 1, 1), p.smem_bytes, stream, &mut args)?;
         }
         Ok(())
     }
@@ -624,7 +610,7 @@ impl Cukernels {
     /// Launches a k-split plan: the `grid.1` blocks of each tile form one thread-block cluster
     /// (`cuLaunchKernelEx` with a cluster-dimension attribute), which the kernel's reduction
     /// through distributed shared memory needs.
-    fn launch_clusters(&self, f: cudarc::driver::sys::CUfunction, stream: &CudaStream, p: &SgemmPlan, params: &mut [*mut c_void; 16]) -> Result<()> {
+    fn launch_clusters(&self, f: cudarc::driver::sys::CUfunction, stream: CUstream, p: &SgemmPlan, args: &mut [*mut c_void]) -> Result<()> {
         use cudarc::driver::sys::{CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig};
         // SAFETY (zeroed): a C union of plain integers; all zeros is a valid value of it.
         let mut value: CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
@@ -640,14 +626,14 @@ impl Cukernels {
             blockDimY: 1,
             blockDimZ: 1,
             sharedMemBytes: p.smem_bytes,
-            hStream: stream.cu_stream(),
+            hStream: stream,
             attrs: &mut attribute,
             numAttrs: 1,
         };
         // SAFETY: as in `launch_sgemm` (validated plan, parameter array matching the entry
         // point); `config` and `attribute` live until the call returns, and the plan only has
         // k splits on an architecture with clusters, whose PTX has the reduction.
-        unsafe { cudarc::driver::sys::cuLaunchKernelEx(&config, f, params.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
+        unsafe { cudarc::driver::sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
         Ok(())
     }
 }

@@ -4,10 +4,8 @@
 //! Figures are from the CUDA C++ Programming Guide ("Technical Specifications per Compute
 //! Capability") and the tuning guides of each architecture.
 
-/// A GPU architecture that cukernels builds PTX for.
-///
-/// The host loads the PTX of the newest built architecture that is not newer than the device
-/// (see [`Arch::for_compute_capability`]).
+/// A GPU architecture that cukernels builds for (a cubin and PTX per kernel family; the host's
+/// `artifacts` module says which a device loads).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Arch {
     /// Volta (V100).
@@ -103,11 +101,10 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.name()[3..] == *digits)
     }
 
-    /// The PTX to load on a device of compute capability `major.minor`: the newest architecture
-    /// in `built` that is not newer than the device, within the device's family for
-    /// Blackwell-and-later parts (sm_100 PTX does not serve an sm_120 GPU better than sm_90 PTX
-    /// would, but it does run there, so the rule is simply "newest not newer").
-    /// `None` for devices older than sm_70.
+    /// The architecture in `built` that best describes a device of compute capability
+    /// `major.minor` (its limits, its config row): the newest one not newer than the device.
+    /// `None` for devices older than sm_70. (Which artifact the device *loads* is the host's
+    /// `artifacts::choose`: a cubin must also match the major version.)
     pub fn for_compute_capability(major: u32, minor: u32, built: &[Arch]) -> Option<Arch> {
         let device = major * 10 + minor;
         built.iter().copied().filter(|a| a.sm() <= device).max()

@@ -3,9 +3,13 @@
 //! This crate compiles twice:
 //! - for the host (any target): the plain types and per-architecture config tables
 //!   ([`arch`], [`sgemm_config`]) that the host crate reads to validate and launch;
-//! - for `nvptx64-nvidia-cuda` (by `host/build.rs`, once per architecture, with
-//!   `--cfg cukernels_config="sm_XX"` naming the config row): the kernels themselves, in
-//!   [`device`] (not compiled for the host).
+//! - for `nvptx64-nvidia-cuda` (by `host/build.rs` with the `from-source` feature, once per
+//!   kernel family and architecture, with `--cfg cukernels_family="sgemm"` naming the family
+//!   and `--cfg cukernels_config="sm_XX"` the config row): the kernels themselves, in
+//!   `device` (not compiled for the host).
+//!
+//! The launch ABI (one `#[repr(C)]` parameter struct per entry point, [`abi`]) is defined here
+//! for both sides too.
 //!
 //! One source for both sides means the tile sizes the host launches with are, by construction,
 //! the tile sizes the kernels were compiled with.
@@ -16,13 +20,17 @@
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
+pub mod abi;
 pub mod arch;
+pub mod family;
 pub mod sgemm_config;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod device;
 
+pub use abi::{GlobalPtr, SgemmParams};
 pub use arch::{Arch, ArchLimits};
+pub use family::{KernelFamily, KernelSpec};
 pub use sgemm_config::{
     sgemm_config, sgemm_kernel, sgemm_kernel_index, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,
     GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,

@@ -113,9 +113,9 @@ pub(super) unsafe fn gemv<
 
     let mut batch = block_idx_z();
     while batch < p.batch {
-        let a = p.a.wrapping_add((batch as u64 * p.stride_a) as usize);
-        let b = p.b.wrapping_add((batch as u64 * p.stride_b) as usize);
-        let c = p.c.wrapping_add((batch as u64 * p.stride_c) as usize);
+        let a = p.a.ptr().wrapping_add((batch as u64 * p.stride_a) as usize);
+        let b = p.b.ptr().wrapping_add((batch as u64 * p.stride_b) as usize);
+        let c = p.c.ptr_mut().wrapping_add((batch as u64 * p.stride_c) as usize);
         let mut row0 = 0u32;
         while row0 < p.m {
             let rows = (p.m - row0).min(GEMV_MAX_M);

@@ -4,8 +4,14 @@
 //! (set by `host/build.rs`); it is independent of `-C target-cpu`, so the sm_100 and sm_120
 //! rows can also be compiled for an sm_90 target and tested on an H200.
 
-mod gemv;
+//! Each kernel family compiles into a module of its own: the build names the family with
+//! `--cfg cukernels_family="…"` ([`crate::KernelFamily::name`]) and only that family's entry
+//! points are compiled.
+
 pub mod ptx;
+#[cfg(cukernels_family = "sgemm")]
+mod gemv;
+#[cfg(cukernels_family = "sgemm")]
 pub mod sgemm;
 
 use crate::arch::Arch;

@@ -56,11 +56,17 @@ pub unsafe fn sync_threads() {
     nvptx::_syncthreads()
 }
 
-/// The dynamic shared memory of this block (`extern __shared__`), as a generic pointer whose
-/// loads and stores LLVM lowers to `ld.shared` / `st.shared`.
+/// Alignment of the dynamic shared memory region: 128 bytes, what tensor-core (`ldmatrix`,
+/// swizzled tiles) and bulk-copy (TMA) paths need; the region is declared with the alignment of
+/// the type it is asked for as.
+#[repr(C, align(128))]
+struct DynamicSharedAlignment;
+
+/// The dynamic shared memory of this block (`extern __shared__`, `.align 128`), as a generic
+/// pointer whose loads and stores LLVM lowers to `ld.shared` / `st.shared`.
 #[inline(always)]
 pub fn dynamic_smem() -> *mut f32 {
-    core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<f32>()
+    core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<DynamicSharedAlignment>().cast::<f32>()
 }
 
 /// The 32-bit shared-state-space address of a generic pointer into shared memory, as

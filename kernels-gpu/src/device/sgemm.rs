@@ -100,6 +100,7 @@ use super::gemv::gemv;
 use crate::sgemm_config::{
     k_slice, sgemm_config, tile_origin_inside, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD,
 };
+use crate::abi::{sgemm_params_entry, SgemmParams};
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
 
 const PAD: usize = SMEM_ROW_PAD as usize;
@@ -123,26 +124,9 @@ const B_COPIES_AT_KK: usize = 2;
 #[repr(C, align(16))]
 struct Float4([f32; 4]);
 
-/// The canonical problem of one launch (see the module docs).
-#[derive(Clone, Copy)]
-pub(super) struct Problem {
-    pub(super) a: *const f32,
-    pub(super) b: *const f32,
-    pub(super) c: *mut f32,
-    pub(super) m: u32,
-    pub(super) n: u32,
-    pub(super) k: u32,
-    pub(super) lda: u64,
-    pub(super) ldb: u64,
-    pub(super) ldc: u64,
-    pub(super) stride_a: u64,
-    pub(super) stride_b: u64,
-    pub(super) stride_c: u64,
-    pub(super) batch: u32,
-    pub(super) flags: u32,
-    pub(super) alpha: f32,
-    pub(super) beta: f32,
-}
+/// The canonical problem of one launch (see the module docs): the entry point's parameters,
+/// defined once for host and device in [`crate::abi`].
+pub(super) type Problem = SgemmParams;
 
 /// How one thread copies its units of one operand tile (`MN × BK`, MN = BM for A, BN for B).
 /// Rebuilt at every k-step (see `copies` in `sgemm`); cheap integer arithmetic.
@@ -670,8 +654,8 @@ unsafe fn sgemm<
 
     let mut batch = block_idx_z();
     while batch < p.batch {
-        let a_base = p.a.wrapping_add((batch as u64 * p.stride_a + a_k_first) as usize);
-        let b_base = p.b.wrapping_add((batch as u64 * p.stride_b + b_k_first) as usize);
+        let a_base = p.a.ptr().wrapping_add((batch as u64 * p.stride_a + a_k_first) as usize);
+        let b_base = p.b.ptr().wrapping_add((batch as u64 * p.stride_b + b_k_first) as usize);
         // The copy plans of A and B. They are rebuilt at every k-step from
         // inputs hidden by `opaque`, so their dozen integer fields per operand are recomputed
         // there (a few instructions per 512+ FMAs) instead of being hoisted out of the main
@@ -837,7 +821,7 @@ unsafe fn sgemm<
         };
         let (m0, n0) = (tile.m0, tile.n0);
         let c_out = COutput::<MOVES_EDGE_TILES> {
-            base: p.c.wrapping_add((batch as u64 * p.stride_c) as usize),
+            base: p.c.ptr_mut().wrapping_add((batch as u64 * p.stride_c) as usize),
             m_start: tile.m_start,
             n_start: tile.n_start,
             beta_zero: flags & BETA_ZERO != 0,
@@ -915,33 +899,14 @@ macro_rules! sgemm_entry {
         });
     };
     (@signature $name:ident, |$problem:ident| $body:block) => {
-        /// SGEMM entry point (see the module docs). Arguments are validated by the host.
-        ///
-        /// # Safety
-        /// Every pointer must cover the elements the canonical problem addresses.
-        #[no_mangle]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            a: *const f32,
-            b: *const f32,
-            c: *mut f32,
-            m: u32,
-            n: u32,
-            k: u32,
-            lda: u64,
-            ldb: u64,
-            ldc: u64,
-            stride_a: u64,
-            stride_b: u64,
-            stride_c: u64,
-            batch: u32,
-            flags: u32,
-            alpha: f32,
-            beta: f32,
-        ) {
-            let $problem = Problem { a, b, c, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch, flags, alpha, beta };
-            $body
-        }
+        sgemm_params_entry!(
+            /// SGEMM entry point (see the module docs). Arguments are validated by the host.
+            ///
+            /// # Safety
+            /// Every pointer must cover the elements the canonical problem addresses.
+            $name,
+            |$problem| $body
+        );
     };
 }
 

@@ -1,0 +1,158 @@
+//! The launch ABI: one `#[repr(C)]` parameter struct per kernel entry point, defined once here
+//! for both sides.
+//!
+//! The host fills the struct and hands `cuLaunchKernel` one pointer per field
+//! ([`SgemmParams::kernel_args`]); the device's entry points are generated from the same field
+//! list (`sgemm_params_entry!`), one PTX `.param` per field in the same order, and rebuild the
+//! struct from them. A field added, removed, retyped or reordered changes both sides at once,
+//! so the host's arguments cannot disagree with an entry point's signature.
+//!
+//! Why one `.param` per field rather than the struct passed by value (one `.param .b8 [N]`):
+//! LLVM's NVPTX backend knows that a *pointer parameter* of a kernel points to global memory
+//! and emits `ld.global`/`st.global`/`cvta.to.global` for it; a pointer loaded out of a byval
+//! struct parameter stays generic (`ld`/`st`, checked with the pinned nightly), which would
+//! cost every load and store of the kernels. [`GlobalPtr`] is a pointer on the device
+//! (`#[repr(transparent)]`, so a PTX pointer parameter) and a plain `u64` device address on the
+//! host: the same 8 bytes.
+
+use core::marker::PhantomData;
+
+/// A device address of global memory holding `T`s: a raw pointer in device code (so the
+/// backend sees a kernel pointer parameter), a `u64` in host code (a `CUdeviceptr`).
+#[repr(transparent)]
+pub struct GlobalPtr<T> {
+    #[cfg(target_arch = "nvptx64")]
+    ptr: *mut T,
+    #[cfg(not(target_arch = "nvptx64"))]
+    addr: u64,
+    #[cfg(not(target_arch = "nvptx64"))]
+    _elements: PhantomData<T>,
+}
+
+// Manual impls: derives would require `T: Clone` etc.
+impl<T> Clone for GlobalPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for GlobalPtr<T> {}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T> GlobalPtr<T> {
+    /// The device address `addr` (a `CUdeviceptr`).
+    pub const fn new(addr: u64) -> Self {
+        GlobalPtr { addr, _elements: PhantomData }
+    }
+    /// The device address.
+    pub const fn addr(&self) -> u64 {
+        self.addr
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T> core::fmt::Debug for GlobalPtr<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:#x}", self.addr)
+    }
+}
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T> PartialEq for GlobalPtr<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.addr == other.addr
+    }
+}
+// SAFETY (host): a `GlobalPtr` on the host is a number, a device address; it gives no access
+// to host memory, so sharing or sending it between threads is harmless.
+#[cfg(not(target_arch = "nvptx64"))]
+unsafe impl<T> Send for GlobalPtr<T> {}
+#[cfg(not(target_arch = "nvptx64"))]
+unsafe impl<T> Sync for GlobalPtr<T> {}
+
+#[cfg(target_arch = "nvptx64")]
+impl<T> GlobalPtr<T> {
+    /// The pointer, for reading.
+    #[inline(always)]
+    pub fn ptr(self) -> *const T {
+        self.ptr
+    }
+    /// The pointer, for writing.
+    #[inline(always)]
+    pub fn ptr_mut(self) -> *mut T {
+        self.ptr
+    }
+}
+
+/// Defines a launch-parameter struct and, for the device, the macro `$entry!` that defines an
+/// entry point taking exactly those fields (see the module docs). `$d` is a literal `$`, which
+/// the inner macro's own metavariables need.
+macro_rules! define_launch_params {
+    ($d:tt $(#[$meta:meta])* pub struct $name:ident, entry $entry:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        #[cfg_attr(not(target_arch = "nvptx64"), derive(Debug, PartialEq))]
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// Bytes of each field in declaration order: the sizes of the entry point's PTX
+            /// parameters, in order (a CPU test compares them with the PTX).
+            pub const FIELD_SIZES: [usize; [$(stringify!($field)),*].len()] = [$(core::mem::size_of::<$ty>()),*];
+        }
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        impl $name {
+            /// One pointer per field, in declaration order: the `kernelParams` array of
+            /// `cuLaunchKernel`. The pointers borrow `self`, which must outlive the launch call.
+            pub fn kernel_args(&mut self) -> [*mut core::ffi::c_void; [$(stringify!($field)),*].len()] {
+                [$(core::ptr::addr_of_mut!(self.$field).cast::<core::ffi::c_void>()),*]
+            }
+        }
+
+        /// Defines `extern "ptx-kernel" fn $fn_name(<one parameter per field>)`, whose body
+        /// sees the fields reassembled as the struct `$p`.
+        #[cfg(target_arch = "nvptx64")]
+        #[allow(unused_macros)]
+        macro_rules! $entry {
+            ($d(#[$d attr:meta])* $d fn_name:ident, |$d p:ident| $d body:block) => {
+                $d(#[$d attr])*
+                #[no_mangle]
+                #[allow(clippy::too_many_arguments)]
+                pub unsafe extern "ptx-kernel" fn $d fn_name($($field: $ty),*) {
+                    let $d p = $crate::abi::$name { $($field),* };
+                    $d body
+                }
+            };
+        }
+        #[cfg(target_arch = "nvptx64")]
+        #[allow(unused_imports)]
+        pub(crate) use $entry;
+    };
+}
+
+define_launch_params! { $
+    /// The parameters of every SGEMM entry point (block-tile variants and `gemv`): the
+    /// canonical problem of the host's plan (row-major `m × n` C; see
+    /// `kernels-gpu/src/device/sgemm.rs`). Strides and leading dimensions count elements.
+    /// (Types are written as full paths: the entry points are expanded in other modules.)
+    pub struct SgemmParams, entry sgemm_params_entry {
+        pub a: crate::abi::GlobalPtr<f32>,
+        pub b: crate::abi::GlobalPtr<f32>,
+        pub c: crate::abi::GlobalPtr<f32>,
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub lda: u64,
+        pub ldb: u64,
+        pub ldc: u64,
+        pub stride_a: u64,
+        pub stride_b: u64,
+        pub stride_c: u64,
+        pub batch: u32,
+        /// [`crate::sgemm_flags`] bits.
+        pub flags: u32,
+        pub alpha: f32,
+        pub beta: f32,
+    }
+}

@@ -1,0 +1,79 @@
+//! Kernel families: each is compiled into a module of its own (a cubin per architecture, and
+//! PTX), loaded lazily and separately, so a user of one family never loads, or waits for the
+//! driver to JIT-compile, another.
+
+use crate::arch::Arch;
+use crate::sgemm_config::{sgemm_config, SGEMM_KERNELS};
+
+/// A family of kernels that ships as one module per architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelFamily {
+    /// FP32 SGEMM, strided-batched (block-tile variants and `gemv`).
+    Sgemm,
+}
+
+/// What the host needs to know of one entry point to load and check it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelSpec {
+    pub entry_point: &'static str,
+    /// Threads per block of every launch.
+    pub threads: u32,
+    /// Designed occupancy (the launch bound): the load-time check refuses a function that
+    /// cannot reach it.
+    pub blocks_per_sm: u32,
+    /// Dynamic shared memory of an ordinary launch, with which occupancy is checked.
+    pub smem_bytes: u32,
+    /// The most dynamic shared memory any launch asks for (the function attribute to set).
+    pub max_smem_bytes: u32,
+}
+
+impl KernelFamily {
+    /// Every family, in the order of [`KernelFamily::index`].
+    pub const ALL: [KernelFamily; 1] = [KernelFamily::Sgemm];
+
+    /// Lower-case name: artifact file names, `--cfg cukernels_family="…"`, reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            KernelFamily::Sgemm => "sgemm",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<KernelFamily> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Position in [`KernelFamily::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Number of entry points of the family's module.
+    pub const fn kernel_count(self) -> usize {
+        match self {
+            KernelFamily::Sgemm => SGEMM_KERNELS.len(),
+        }
+    }
+
+    /// Entry point `index` (`0..kernel_count()`) of the module built with `config`'s row.
+    pub const fn kernel(self, config: Arch, index: usize) -> KernelSpec {
+        match self {
+            KernelFamily::Sgemm => {
+                let k = &SGEMM_KERNELS[index];
+                let launch = sgemm_config(config).launch(k.variant);
+                KernelSpec {
+                    entry_point: k.entry_point,
+                    threads: launch.threads,
+                    blocks_per_sm: launch.blocks_per_sm,
+                    smem_bytes: launch.smem_bytes,
+                    max_smem_bytes: launch.split_k_smem_bytes,
+                }
+            }
+        }
+    }
+}
+
+impl core::fmt::Display for KernelFamily {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
