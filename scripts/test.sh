@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The test command (README "Tests"): builds the PTX of all eight architectures (plus the sm_100
-# and sm_120 config probes), checks every kernel with ptxas, and runs every test. GPU tests are
+# The test command (README "Tests"): builds the device code from source for all eight
+# architectures (PTX and cubins, plus the sm_100 and sm_120 config probes), checks every kernel
+# with ptxas, checks that the packaged artifacts are exactly what the sources build, runs every
+# test, then packages the crates and builds a downstream crate on stable Rust alone
+# (scripts/check-package.sh). GPU tests are
 # #[ignore]d without a GPU (they are counted as skipped, never as passed); on a GPU machine run
 # `cargo test --release -p cukernels-tests --test gpu_sgemm -- --ignored`.
 set -euo pipefail
@@ -10,6 +13,7 @@ trap 'rm -f "$log"' EXIT
 cargo test --release --locked --workspace 2>&1 | tee "$log"
 cargo build --release --locked --workspace --benches
 cargo run --release --locked -p cukernels-bench -- report
+bash scripts/check-package.sh
 # One closing line over every test binary and doc-test run above.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1); if ($i ~ /^ignored/) s += $(i-1) } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"

@@ -34,6 +34,10 @@ fn gpu() -> Gpu {
     let configs: Vec<String> = handles.iter().map(|h| h.artifact(KernelFamily::Sgemm).to_string()).collect();
     eprintln!("GPU sm_{device}: testing configs {configs:?}");
     assert!(handles.len() >= 2, "expected several configs to test, got {configs:?}");
+    // Where a cubin of this build runs here, both load paths are tested: cubin and PTX.
+    let kinds = |kind| handles.iter().filter(|h| h.artifact(KernelFamily::Sgemm).kind == kind).count();
+    let cubin_runs = artifacts::embedded().iter().any(|a| a.kind == ArtifactKind::Cubin && a.runs_on(major as u32, minor as u32));
+    assert!(kinds(ArtifactKind::Ptx) >= 1 && (!cubin_runs || kinds(ArtifactKind::Cubin) >= 1), "{configs:?}");
     Gpu { stream: ctx.default_stream(), handles }
 }
 

@@ -10,10 +10,10 @@
 //!   in a fresh process with the driver's JIT cache off, with the cubin and forced to PTX, beside
 //!   cuBLAS (medians of `--reps` processes, default 5); JSON lines with `op: "load"`.
 //!
-//! Usage: `cukernels-bench [report | sgemm | load] [--quick] [--reps N] [--config sm_XX] [--out FILE] [--shape LABEL]...`
+//! Usage: `cukernels-bench [report | sgemm | load] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...`
 
 use cukernels::cudarc::cublas::CudaBlas;
-use cukernels::{device_context, Arch, Cukernels};
+use cukernels::{device_context, Arch, ArtifactKind, Cukernels};
 use cukernels_bench::load_bench::{gpu_name, measure_in_children, measure_in_this_process, median_of};
 use cukernels_bench::report::{config_table, resource_table};
 use cukernels_bench::sgemm_bench::{bench_shape, cross_check, sweep, DeviceInfo, Row, Shape};
@@ -25,13 +25,15 @@ struct Options {
     quick: bool,
     reps: Option<usize>,
     config: Option<Arch>,
+    /// Force the kind of artifact (`ptx`: the driver JIT-compiles it) instead of the default.
+    artifact: Option<ArtifactKind>,
     out: Option<String>,
     /// Only the shapes with one of these labels (e.g. `4096x4096x4096`).
     shapes: Vec<String>,
 }
 
 fn parse_args() -> Result<Options, String> {
-    let mut o = Options { mode: None, quick: false, reps: None, config: None, out: None, shapes: Vec::new() };
+    let mut o = Options { mode: None, quick: false, reps: None, config: None, artifact: None, out: None, shapes: Vec::new() };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -49,8 +51,15 @@ fn parse_args() -> Result<Options, String> {
                 o.config = Some(Arch::from_name(&v).ok_or(format!("unknown architecture {v}"))?);
             }
             "--out" => o.out = Some(args.next().ok_or("--out takes a file")?),
+            "--artifact" => {
+                o.artifact = Some(match args.next().as_deref() {
+                    Some("cubin") => ArtifactKind::Cubin,
+                    Some("ptx") => ArtifactKind::Ptx,
+                    _ => return Err("--artifact takes cubin or ptx".into()),
+                })
+            }
             "--shape" => o.shapes.push(args.next().ok_or("--shape takes a shape label such as 4096x4096x4096")?),
-            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load] [--quick] [--reps N] [--config sm_XX] [--out FILE] [--shape LABEL]...".into()),
+            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...".into()),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -115,13 +124,17 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
     let stream = ctx.default_stream();
     // Another architecture's config runs as its PTX when the device can load that, else as
     // the build of that config for the device's own target (the config probes).
-    let kernels = match o.config {
-        Some(config) => {
+    let kernels = match (o.config, o.artifact) {
+        (None, None) => Cukernels::new(ctx),
+        (config, artifact) => {
             let (major, minor) = ctx.compute_capability().unwrap();
             let device = Arch::for_compute_capability(major as u32, minor as u32, &Arch::ALL).unwrap_or(Arch::Sm70);
-            Cukernels::with_config(ctx, config.min(device), config)
+            let config = config.unwrap_or(device);
+            match artifact {
+                Some(kind) => Cukernels::with_artifact(ctx, config.min(device), config, kind),
+                None => Cukernels::with_config(ctx, config.min(device), config),
+            }
         }
-        None => Cukernels::new(ctx),
     }
     .unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"));
     let blas = CudaBlas::new(stream.clone()).expect("cuBLAS");
@@ -131,12 +144,11 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
     let peak = info.fp32_peak_tflops(device_arch.limits().fp32_lanes_per_sm);
     let date = today();
     println!(
-        "{} (sm_{major}{minor}, {} SMs, {:.0} MHz, FP32 peak {peak:.1} TFLOP/s); cukernels {} with config {}; commit {COMMIT}; {date}",
+        "{} (sm_{major}{minor}, {} SMs, {:.0} MHz, FP32 peak {peak:.1} TFLOP/s); cukernels: {}; commit {COMMIT}; {date}",
         info.name,
         info.sm_count,
         info.clock_khz as f64 / 1e3,
-        kernels.target(),
-        kernels.config()
+        kernels.artifact(cukernels::KernelFamily::Sgemm),
     );
 
     // Correctness before speed: our result must match cuBLAS's on an odd shape.
@@ -190,10 +202,10 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
             let variants: Vec<String> = r.variants_ms.iter().map(|(v, ms)| format!("\"{}\":{:.5}", v, ms)).collect();
             writeln!(
                 f,
-                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
+                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"artifact\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
                 s.label(), s.group, s.batch, s.m, s.n, s.k, r.ours_tflops(), r.cublas_tflops(), r.ratio(),
                 100.0 * r.ours_tflops() / peak, r.chosen.to_string(), r.best().0.to_string(), r.regret(), variants.join(","),
-                info.name, kernels.config()
+                info.name, kernels.config(), kernels.artifact(cukernels::KernelFamily::Sgemm).kind
             )
             .unwrap();
         }

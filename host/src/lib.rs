@@ -1,9 +1,11 @@
 //! # cukernels
 //!
-//! CUDA kernels written in Rust, compiled ahead of time to PTX for sm_70, sm_75, sm_80, sm_86,
-//! sm_89, sm_90, sm_100 and sm_120, and launched through [`cudarc`] on the caller's stream and
-//! buffers. Each architecture's kernels are built with that architecture's tile configuration
-//! (the tables in [`cukernels_gpu`]); the host loads the PTX that fits the device.
+//! CUDA kernels written in Rust, shipped as a cubin for each of sm_70, sm_75, sm_80, sm_86,
+//! sm_89, sm_90, sm_100 and sm_120 plus PTX for newer GPUs, and launched through [`cudarc`] on
+//! the caller's stream and buffers. Each architecture's kernels are built with that
+//! architecture's tile configuration (the tables in [`cukernels_gpu`]); the host loads, per
+//! kernel family and on its first launch, the cubin that fits the device, else the PTX
+//! ([`artifacts`]). Depending on this crate needs stable Rust alone.
 //!
 //! ```no_run
 //! use cukernels::{device_context, Cukernels, Sgemm, Transpose};
