@@ -70,25 +70,19 @@ impl KernelResources {
     }
 }
 
-/// Finds `ptxas` 12.x: `$CUKERNELS_PTXAS`, then the PyPI package `nvidia-cuda-nvcc-cu12` of
-/// `python3`, then `PATH`. 13.x dropped sm_70, so it must be 12.x.
+/// The `ptxas` to check the PTX with: `$CUKERNELS_PTXAS`, else the one the `from-source` build
+/// assembled the cubins with (found by `host/build.rs`: PyPI's `nvidia-cuda-nvcc-cu12`, else
+/// `PATH`), so that the check and the shipped cubins use the same assembler.
 pub fn find_ptxas() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("CUKERNELS_PTXAS") {
         return Ok(PathBuf::from(p));
     }
-    let py = Command::new("python3")
-        .args(["-c", "import nvidia.cuda_nvcc, os; print(os.path.join(list(nvidia.cuda_nvcc.__path__)[0], 'bin', 'ptxas'))"])
-        .output();
-    if let Ok(out) = py {
-        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if out.status.success() && path.exists() {
-            return Ok(path);
-        }
+    let path = cukernels::artifacts::BUILD_PTXAS.ok_or("this build embeds prebuilt artifacts: no ptxas was used; set CUKERNELS_PTXAS")?;
+    if Command::new(path).arg("--version").output().is_ok_and(|o| o.status.success()) {
+        Ok(PathBuf::from(path))
+    } else {
+        Err(format!("ptxas `{path}` does not run: install it with `python3 -m pip install nvidia-cuda-nvcc-cu12==12.9.86` or set CUKERNELS_PTXAS"))
     }
-    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Ok(PathBuf::from("ptxas"));
-    }
-    Err("ptxas not found: install it with `python3 -m pip install nvidia-cuda-nvcc-cu12==12.9.86` or set CUKERNELS_PTXAS".into())
 }
 
 /// Assembles one embedded PTX module with `ptxas -v` (as the build did to make its cubin) and
