@@ -10,7 +10,7 @@
 //! driver's load or JIT, the load-time limit check); `launch_ms` the first launch of a small
 //! SGEMM until `synchronize` returns.
 
-use crate::sgemm_bench::{cublas_config, DeviceInfo, Shape};
+use crate::sgemm_bench::{cublas_config, Shape};
 use cukernels::artifacts::{self, ArtifactKind};
 use cukernels::cudarc::cublas::{CudaBlas, Gemm};
 use cukernels::cudarc::driver::CudaContext;
@@ -64,14 +64,16 @@ pub fn measure_in_this_process(ctx: &Arc<CudaContext>, family: &str, artifact: &
         let kernels = match artifact {
             "cubin" => Cukernels::new(ctx),
             "ptx" => {
-                // The newest PTX this device runs (in a from-source build, its own architecture's).
+                // The PTX the selection rule would fall back to with no cubin embedded (in a
+                // from-source build, the device's own architecture's).
                 let (major, minor) = ctx.compute_capability().map_err(|e| e.to_string())?;
-                let ptx = artifacts::embedded()
+                let ptx: Vec<_> = artifacts::embedded()
                     .iter()
-                    .filter(|x| x.family == fam && x.kind == ArtifactKind::Ptx && x.target == x.config && x.runs_on(major as u32, minor as u32))
-                    .max_by_key(|x| x.target)
-                    .ok_or("no PTX of this family runs on this device in this build")?;
-                Cukernels::with_artifact(ctx, ptx.target, ptx.config, ArtifactKind::Ptx)
+                    .filter(|x| x.family == fam && x.kind == ArtifactKind::Ptx && x.target == x.config)
+                    .map(|x| (x.target, x.kind))
+                    .collect();
+                let (target, _) = artifacts::choose(&ptx, major as u32, minor as u32).ok_or("no PTX of this family runs on this device in this build")?;
+                Cukernels::with_artifact(ctx, target, target, ArtifactKind::Ptx)
             }
             other => return Err(format!("unknown artifact {other}")),
         }
@@ -95,10 +97,8 @@ pub fn measure_in_this_process(ctx: &Arc<CudaContext>, family: &str, artifact: &
     })
 }
 
-/// Runs every (family, artifact) and cuBLAS in fresh child processes, `reps` times each, and
-/// returns the runs (the caller reports medians).
-pub fn measure_in_children(reps: usize) -> Result<Vec<LoadTime>, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+/// Every (family, artifact) measured, and cuBLAS last.
+pub fn load_cases() -> Vec<(String, String)> {
     let mut cases: Vec<(String, String)> = Vec::new();
     for f in KernelFamily::ALL {
         for a in ["cubin", "ptx"] {
@@ -106,9 +106,16 @@ pub fn measure_in_children(reps: usize) -> Result<Vec<LoadTime>, String> {
         }
     }
     cases.push(("cublas".into(), "cubin".into()));
+    cases
+}
+
+/// Runs every case of [`load_cases`] in fresh child processes, `reps` times each, and returns
+/// the runs (the caller reports medians).
+pub fn measure_in_children(reps: usize) -> Result<Vec<LoadTime>, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for _ in 0..reps {
-        for (family, artifact) in &cases {
+        for (family, artifact) in &load_cases() {
             let child = std::process::Command::new(&exe)
                 .args(["load-child", family, artifact])
                 .env("CUDA_CACHE_DISABLE", "1")
@@ -132,9 +139,4 @@ pub fn median_of(runs: &[LoadTime], family: &str, artifact: &str) -> Option<Load
     }
     these.sort_by(|a, b| a.total_ms().total_cmp(&b.total_ms()));
     Some(these[these.len() / 2].clone())
-}
-
-/// The device name for the JSON lines.
-pub fn gpu_name(ctx: &Arc<CudaContext>) -> String {
-    DeviceInfo::of(ctx).name
 }

@@ -14,7 +14,7 @@
 
 use cukernels::cudarc::cublas::CudaBlas;
 use cukernels::{device_context, Arch, ArtifactKind, Cukernels};
-use cukernels_bench::load_bench::{gpu_name, measure_in_children, measure_in_this_process, median_of};
+use cukernels_bench::load_bench::{load_cases, measure_in_children, measure_in_this_process, median_of};
 use cukernels_bench::report::{config_table, resource_table};
 use cukernels_bench::sgemm_bench::{bench_shape, cross_check, sweep, DeviceInfo, Row, Shape};
 use cukernels_bench::COMMIT;
@@ -226,13 +226,11 @@ fn run_load(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Op
         eprintln!("{e}");
         std::process::exit(1)
     });
-    let (gpu, date) = (gpu_name(ctx), today());
+    let (gpu, date) = (DeviceInfo::of(ctx).name, today());
     println!("{gpu}: first launch in a fresh process, JIT cache off (CUDA_CACHE_DISABLE=1); median of {reps} processes; commit {COMMIT}; {date}");
     println!("{:<8} {:<8} {:>11} {:>11} {:>11}", "family", "artifact", "module ms", "launch ms", "total ms");
     let mut lines = Vec::new();
-    let mut cases: Vec<(String, String)> = cukernels::KernelFamily::ALL.iter().flat_map(|f| ["cubin", "ptx"].map(|a| (f.name().to_string(), a.to_string()))).collect();
-    cases.push(("cublas".into(), "cubin".into()));
-    for (family, artifact) in cases {
+    for (family, artifact) in load_cases() {
         let Some(t) = median_of(&runs, &family, &artifact) else { continue };
         println!("{:<8} {:<8} {:>11.1} {:>11.1} {:>11.1}", t.family, t.artifact, t.module_ms, t.launch_ms, t.total_ms());
         let all: Vec<String> = runs.iter().filter(|r| r.family == family && r.artifact == artifact).map(|r| format!("{:.1}", r.total_ms())).collect();

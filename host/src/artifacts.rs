@@ -67,11 +67,6 @@ impl Artifact {
         Ok(raw)
     }
 
-    /// Bytes as embedded (compressed).
-    pub fn compressed_len(&self) -> usize {
-        self.deflated.len()
-    }
-
     /// Whether a device of compute capability `major.minor` can load it.
     pub fn runs_on(&self, major: u32, minor: u32) -> bool {
         runs_on(self.target, self.kind, major, minor)

@@ -97,7 +97,7 @@ impl Cukernels {
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
         let (major, minor) = capability(ctx)?;
         let families = KernelFamily::ALL.iter().map(|&f| artifacts::for_device(f, major, minor)).collect::<Result<Vec<_>>>()?;
-        Self::with_artifacts(ctx, families)
+        Self::with_artifacts(ctx, (major, minor), families)
     }
 
     /// A handle that runs the kernels compiled for `target` with the config row of `config`,
@@ -119,12 +119,11 @@ impl Cukernels {
             return Err(Error::invalid("target", target, format!("a {kind} for {target} cannot run on a device of compute capability {major}.{minor}")));
         }
         let families = KernelFamily::ALL.iter().map(|&f| artifacts::find(f, target, config, kind)).collect::<Result<Vec<_>>>()?;
-        Self::with_artifacts(ctx, families)
+        Self::with_artifacts(ctx, (major, minor), families)
     }
 
-    fn with_artifacts(ctx: &Arc<CudaContext>, chosen: Vec<&'static Artifact>) -> Result<Self> {
+    fn with_artifacts(ctx: &Arc<CudaContext>, capability: (u32, u32), chosen: Vec<&'static Artifact>) -> Result<Self> {
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-        let capability = capability(ctx)?;
         let families = chosen.into_iter().map(|artifact| FamilyModule { artifact, loaded: OnceLock::new(), loading: Mutex::new(()) }).collect();
         Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families }) })
     }
