@@ -514,8 +514,16 @@ const DEVICE_PROFILE: &[&str] = &[
 
 fn compile_ptx(crate_dir: &Path, out_dir: &Path, b: Build) -> String {
     let target_dir = out_dir.join("nvptx").join(b.stem());
+    // Every loop over a register array must be unrolled (a loop left rolled indexes the array
+    // dynamically, which puts it in local memory). SGEMM's loops unroll under 5000; the
+    // attention kernels' shuffle path (sm_70, bf16 on sm_75) has bodies ten times a matrix
+    // instruction's and needs 30000.
+    let unroll_threshold = match b.family {
+        KernelFamily::Sgemm => 5000,
+        KernelFamily::Attention => 30000,
+    };
     let rustflags = format!(
-        "-C target-cpu={} -C llvm-args=-unroll-threshold=5000 --cfg cukernels_config=\"{}\" --cfg cukernels_family=\"{}\"",
+        "-C target-cpu={} -C llvm-args=-unroll-threshold={unroll_threshold} --cfg cukernels_config=\"{}\" --cfg cukernels_family=\"{}\"",
         b.target.name(),
         b.config.name(),
         b.family.name()

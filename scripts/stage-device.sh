@@ -15,11 +15,13 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         name = m["target"]["name"]
-        if name in ("gpu_sgemm",):
+        if name in ("gpu_sgemm", "gpu_attention"):
             shutil.copy(m["executable"], "device-stage/" + name)
             print("staged", name)
 '
 cargo build --release -p cukernels-bench --bin cukernels-bench
 cp target/release/cukernels-bench "$stage/"
 git describe --always --dirty --abbrev=12 > "$stage/COMMIT"
+# Symbols are not needed there, and the device tool carries at most 64 MiB.
+strip "$stage"/gpu_* "$stage"/cukernels-bench 2>/dev/null || true
 ls -la "$stage"

@@ -144,18 +144,23 @@ fn every_entry_point_takes_exactly_the_fields_of_its_parameter_struct() {
         }
     };
     let mut checked = 0;
-    for a in artifacts::embedded().iter().filter(|a| a.kind == Ptx && a.family == KernelFamily::Sgemm) {
+    for a in artifacts::embedded().iter().filter(|a| a.kind == Ptx) {
         let text = String::from_utf8(a.bytes().unwrap()).unwrap();
-        for k in SGEMM_KERNELS {
+        let fields: &[usize] = match a.family {
+            KernelFamily::Sgemm => &SgemmParams::FIELD_SIZES,
+            KernelFamily::Attention => &cukernels::AttentionParams::FIELD_SIZES,
+        };
+        for i in 0..a.family.kernel_count() {
+            let k = a.family.kernel(a.config, i);
             let entry = format!(".entry {}(", k.entry_point);
-            let at = text.find(&entry).unwrap() + entry.len();
+            let at = text.find(&entry).unwrap_or_else(|| panic!("{} missing from {a}", k.entry_point)) + entry.len();
             let params = &text[at..at + text[at..].find(')').unwrap()];
             let sizes: Vec<usize> = params.split(',').map(|p| p.trim()).filter(|p| !p.is_empty()).map(ptx_size).collect();
-            assert_eq!(sizes, SgemmParams::FIELD_SIZES.to_vec(), "{} in {a}", k.entry_point);
+            assert_eq!(sizes, fields.to_vec(), "{} in {a}", k.entry_point);
             checked += 1;
         }
     }
-    assert!(checked >= SGEMM_KERNELS.len());
+    assert!(checked >= SGEMM_KERNELS.len() + cukernels::ATTENTION_KERNELS.len());
     // The host passes one pointer per field, each pointing at its field.
     let mut p = SgemmParams {
         a: cukernels::GlobalPtr::new(1),

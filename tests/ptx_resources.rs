@@ -1,8 +1,9 @@
-//! Every embedded PTX module (the source of every cubin) assembled with ptxas 12.9 (no GPU needed): it assembles; no kernel
+//! Every embedded PTX module of every kernel family (the source of every cubin) assembled with
+//! ptxas 12.9 (no GPU needed): it assembles; every entry point of its family is there; no kernel
 //! uses local memory or spills; shared memory fits the architecture; registers × threads allow
 //! the blocks per SM the config was designed for. ptxas missing is a failure, not a skip.
 
-use cukernels::{artifacts, ArtifactKind};
+use cukernels::{artifacts, ArtifactKind, KernelFamily};
 use cukernels_bench::resources::{find_ptxas, ptxas_resources};
 
 #[test]
@@ -11,15 +12,18 @@ fn every_kernel_of_every_architecture_fits_its_config() {
     let mut checked = 0;
     let mut violations = Vec::new();
     let modules: Vec<_> = artifacts::embedded().iter().filter(|a| a.kind == ArtifactKind::Ptx).collect();
+    for family in KernelFamily::ALL {
+        assert!(modules.iter().any(|m| m.family == family), "no {family} PTX module is embedded");
+    }
     for &module in &modules {
         let kernels = ptxas_resources(&ptxas, module).unwrap_or_else(|e| panic!("{e}"));
         for k in &kernels {
             eprintln!(
-                "{} (config {}) {:<7} {:?} {:>3} regs, {} B stack, {} B spills, {} B smem, {} blocks/SM (designed {})",
+                "{} (config {}) {:<9} {:<40} {:>3} regs, {} B stack, {} B spills, {} B smem, {} blocks/SM (designed {})",
                 k.target,
                 k.config,
-                k.variant.name(),
-                k.operands,
+                k.family.name(),
+                k.kernel,
                 k.registers,
                 k.stack_frame,
                 k.spill_stores + k.spill_loads,
@@ -31,6 +35,7 @@ fn every_kernel_of_every_architecture_fits_its_config() {
             checked += 1;
         }
     }
-    assert!(checked == modules.len() * cukernels::SGEMM_KERNELS.len(), "checked {checked} kernels");
+    let expected: usize = modules.iter().map(|m| m.family.kernel_count()).sum();
+    assert!(checked == expected, "checked {checked} kernels, expected {expected}");
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
 }

@@ -85,6 +85,14 @@ pub fn measure_in_this_process(ctx: &Arc<CudaContext>, family: &str, artifact: &
         loaded_at = Instant::now();
         match fam {
             KernelFamily::Sgemm => kernels.sgemm(&stream, &Sgemm::new(s.m, s.n, s.k), &a, &b, &mut c).map_err(|e| e.to_string())?,
+            KernelFamily::Attention => {
+                // One small head-128 prefill: the first launch's cost, not its speed.
+                let d = cukernels::Attention::new(1, 128, 128, 8, 8, 128);
+                let n = d.buffer_lengths().map_err(|e| e.to_string())?;
+                let x = stream.clone_htod(&vec![half::f16::from_f32(0.5); n.q.max(n.k)]).map_err(|e| e.to_string())?;
+                let mut o = stream.alloc_zeros::<half::f16>(n.o).map_err(|e| e.to_string())?;
+                kernels.attention(&stream, &d, &x, &x, &x, &mut o, Default::default()).map_err(|e| e.to_string())?
+            }
         }
     }
     stream.synchronize().map_err(|e| e.to_string())?;

@@ -10,7 +10,10 @@
 //!   in a fresh process with the driver's JIT cache off, with the cubin and forced to PTX, beside
 //!   cuBLAS (medians of `--reps` processes, default 5); JSON lines with `op: "load"`.
 //!
-//! Usage: `cukernels-bench [report | sgemm | load] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...`
+//! - `attention`: our flash attention over the attention issue's shapes, JSON lines with
+//!   `op: "attention"` (`benches/attention_torch.py` adds PyTorch's baselines).
+//!
+//! Usage: `cukernels-bench [report | sgemm | load | attention] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...`
 
 use cukernels::cudarc::cublas::CudaBlas;
 use cukernels::{device_context, Arch, ArtifactKind, Cukernels};
@@ -37,7 +40,7 @@ fn parse_args() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "report" | "sgemm" | "load" => o.mode = Some(a),
+            "report" | "sgemm" | "load" | "attention" => o.mode = Some(a),
             "load-child" => {
                 // Internal: one load measurement in this (fresh) process.
                 let family = args.next().ok_or("load-child takes a family and an artifact")?;
@@ -59,7 +62,7 @@ fn parse_args() -> Result<Options, String> {
                 })
             }
             "--shape" => o.shapes.push(args.next().ok_or("--shape takes a shape label such as 4096x4096x4096")?),
-            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...".into()),
+            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load | attention] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...".into()),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -115,6 +118,10 @@ fn main() {
     }
     if mode == "load" {
         run_load(&ctx, &o);
+        return;
+    }
+    if mode == "attention" {
+        run_attention(&ctx, &o);
         return;
     }
     run_sgemm(&ctx, &o);
@@ -238,6 +245,32 @@ fn run_load(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Op
             "{{\"op\":\"load\",\"family\":\"{}\",\"artifact\":\"{}\",\"module_ms\":{:.3},\"launch_ms\":{:.3},\"total_ms\":{:.3},\"runs_total_ms\":[{}],\"jit_cache\":\"disabled\",\"gpu\":\"{gpu}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
             t.family, t.artifact, t.module_ms, t.launch_ms, t.total_ms(), all.join(",")
         ));
+    }
+    if let Some(path) = &o.out {
+        std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+    }
+}
+
+/// Our attention over the shapes (`--shape` filters by a substring of the label);
+/// JSON lines for `benches/attention_torch.py`, which adds PyTorch's baselines.
+fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
+    use cukernels_bench::attention_bench::{bench_attention, shapes};
+    let stream = ctx.default_stream();
+    let kernels = Cukernels::new(ctx).unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"));
+    kernels.preload_family(cukernels::KernelFamily::Attention).unwrap_or_else(|e| panic!("{e}"));
+    let artifact = kernels.artifact(cukernels::KernelFamily::Attention).to_string();
+    let (info, date) = (DeviceInfo::of(ctx), today());
+    let samples = o.reps.unwrap_or(if o.quick { 5 } else { 21 });
+    println!("{}: flash attention, median of {samples} samples of back-to-back launches; {artifact}; commit {COMMIT}; {date}", info.name);
+    println!("{:<48} {:>10} {:>9} {:>8} {:>7}", "shape", "ms", "TFLOP/s", "TB/s", "splits");
+    let mut lines = Vec::new();
+    for s in shapes() {
+        if !o.shapes.is_empty() && !o.shapes.iter().any(|f| s.label().contains(f.as_str())) {
+            continue;
+        }
+        let row = bench_attention(&kernels, &stream, &s, samples);
+        println!("{:<48} {:>10.4} {:>9.1} {:>8.2} {:>7}", s.label(), row.ms, row.tflops(), row.tbps(), row.splits);
+        lines.push(row.to_json(&info, COMMIT, &date, &artifact));
     }
     if let Some(path) = &o.out {
         std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));

@@ -1,5 +1,6 @@
-//! The report printed without a GPU: each architecture's SGEMM configs and what ptxas makes of
-//! them. Column meanings are in README.md ("Reading the report").
+//! The report printed without a GPU: each architecture's SGEMM configs, and what ptxas makes of
+//! every entry point of every kernel family's embedded PTX modules. Column meanings are in
+//! README.md ("Reading the report").
 
 use crate::resources::{find_ptxas, ptxas_resources, KernelResources};
 use cukernels::{artifacts, sgemm_config, Arch, ArtifactKind, SgemmVariant};
@@ -59,29 +60,32 @@ pub fn config_table() -> String {
     s
 }
 
-/// Runs ptxas on every embedded module; returns the resources and the printed table.
+/// Runs ptxas on every embedded PTX module of every family; returns the resources and the
+/// printed table (one line per (module, entry point)).
 pub fn resource_table() -> Result<(Vec<KernelResources>, String), String> {
     let ptxas = find_ptxas()?;
     let mut all = Vec::new();
     for module in artifacts::embedded().iter().filter(|a| a.kind == ArtifactKind::Ptx) {
         all.extend(ptxas_resources(&ptxas, module)?);
     }
+    let family_w = all.iter().map(|k| k.family.name().len()).chain(["family".len()]).max().unwrap_or(0);
+    let kernel_w = all.iter().map(|k| k.kernel.len()).chain(["kernel".len()]).max().unwrap_or(0);
     let mut s = String::new();
     writeln!(s, "ptxas resources ({}), per kernel", ptxas.display()).unwrap();
     writeln!(
         s,
-        "{:<7} {:<7} {:<7} {:<4} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
-        "target", "config", "variant", "ops", "regs", "stack B", "spill B", "smem B", "blk/SM", "designed", "ok"
+        "{:<7} {:<7} {:<family_w$} {:<kernel_w$} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
+        "target", "config", "family", "kernel", "regs", "stack B", "spill B", "smem B", "blk/SM", "designed", "ok"
     )
     .unwrap();
     for k in &all {
         writeln!(
             s,
-            "{:<7} {:<7} {:<7} {:<4} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
+            "{:<7} {:<7} {:<family_w$} {:<kernel_w$} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
             k.target.name(),
             k.config.name(),
-            k.variant.name(),
-            format!("{:?}", k.operands).to_lowercase(),
+            k.family.name(),
+            k.kernel,
             k.registers,
             k.stack_frame,
             k.spill_stores + k.spill_loads,

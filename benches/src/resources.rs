@@ -1,20 +1,23 @@
 //! Per-kernel resources from `ptxas -v` (no GPU needed): registers, stack frame, spills and
-//! shared memory of every entry point of every embedded PTX module, checked against the config
-//! row the module was built with. `cukernels-bench report` prints these; the `ptx_resources`
-//! test fails on any violation.
+//! shared memory of every entry point of every embedded PTX module of every kernel family
+//! ([`KernelFamily`]), checked against the [`KernelSpec`](cukernels::KernelSpec) that the
+//! module's family gives for the config row the module was built with. `cukernels-bench report`
+//! prints these; the `ptx_resources` test fails on any violation.
 
 use cukernels::{Artifact, ArtifactKind};
-use cukernels::{sgemm_config, Arch, SgemmOperands, SgemmVariant, SGEMM_KERNELS};
+use cukernels::{Arch, KernelFamily};
 use std::path::PathBuf;
 use std::process::Command;
 
 /// What ptxas reports for one entry point, with the config values it is checked against.
 #[derive(Clone, Debug)]
 pub struct KernelResources {
+    /// The family whose module holds the entry point.
+    pub family: KernelFamily,
     pub target: Arch,
     pub config: Arch,
-    pub variant: SgemmVariant,
-    pub operands: SgemmOperands,
+    /// The entry point's name.
+    pub kernel: &'static str,
     pub registers: u32,
     pub stack_frame: u32,
     pub spill_stores: u32,
@@ -44,7 +47,7 @@ impl KernelResources {
     pub fn violations(&self) -> Vec<String> {
         let l = self.config.limits();
         let mut v = Vec::new();
-        let who = format!("{} kernel `{}` {:?} (config {})", self.target, self.variant.name(), self.operands, self.config);
+        let who = format!("{} {} kernel `{}` (config {})", self.target, self.family, self.kernel, self.config);
         if self.stack_frame != 0 {
             v.push(format!("{who}: {} bytes of stack frame (local memory); must be 0", self.stack_frame));
         }
@@ -86,14 +89,16 @@ pub fn find_ptxas() -> Result<PathBuf, String> {
 }
 
 /// Assembles one embedded PTX module with `ptxas -v` (as the build did to make its cubin) and
-/// returns each SGEMM entry point's resources.
+/// returns the resources of each entry point of its family (`0..module.family.kernel_count()`),
+/// with the threads, designed blocks per SM and (largest) dynamic shared memory that
+/// `module.family.kernel(module.config, i)` gives.
 pub fn ptxas_resources(ptxas: &PathBuf, module: &Artifact) -> Result<Vec<KernelResources>, String> {
     if module.kind != ArtifactKind::Ptx {
         return Err(format!("{module} is not PTX"));
     }
     let dir = std::env::temp_dir().join(format!("cukernels-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let stem = format!("{}_{}", module.config.name(), module.target.name());
+    let stem = format!("{}_{}_{}", module.family.name(), module.config.name(), module.target.name());
     let ptx_path = dir.join(format!("{stem}.ptx"));
     std::fs::write(&ptx_path, module.bytes().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let out = Command::new(ptxas)
@@ -106,28 +111,29 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &Artifact) -> Result<Vec<KernelR
         .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
     let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        return Err(format!("ptxas rejected the {} PTX (config {}):\n{log}", module.target, module.config));
+        return Err(format!("ptxas rejected the {} {} PTX (config {}):\n{log}", module.target, module.family, module.config));
     }
-    let row = sgemm_config(module.config);
     let mut kernels = Vec::new();
-    for kernel in SGEMM_KERNELS {
-        let section = function_section(&log, kernel.entry_point)
-            .ok_or_else(|| format!("ptxas output has no entry `{}` for {}:\n{log}", kernel.entry_point, module.target))?;
-        let launch = row.launch(kernel.variant);
+    for i in 0..module.family.kernel_count() {
+        let spec = module.family.kernel(module.config, i);
+        let section = function_section(&log, spec.entry_point).ok_or_else(|| {
+            format!("ptxas output has no entry `{}` for the {} {} PTX:\n{log}", spec.entry_point, module.target, module.family)
+        })?;
         kernels.push(KernelResources {
+            family: module.family,
             target: module.target,
             config: module.config,
-            variant: kernel.variant,
-            operands: kernel.operands,
+            kernel: spec.entry_point,
             registers: number_before(section, " registers").unwrap_or(0),
             stack_frame: number_before(section, " bytes stack frame").unwrap_or(0),
             spill_stores: number_before(section, " bytes spill stores").unwrap_or(0),
             spill_loads: number_before(section, " bytes spill loads").unwrap_or(0),
             static_smem: number_before(section, " bytes smem").unwrap_or(0),
-            // The most any launch of the kernel asks for (a k split may need more than its pipeline).
-            dynamic_smem: launch.split_k_smem_bytes,
-            threads: launch.threads,
-            designed_blocks_per_sm: launch.blocks_per_sm,
+            // The most any launch of the kernel asks for (e.g. an SGEMM k split may need more
+            // than its pipeline).
+            dynamic_smem: spec.max_smem_bytes,
+            threads: spec.threads,
+            designed_blocks_per_sm: spec.blocks_per_sm,
         });
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -7,7 +7,10 @@ use crate::artifacts::{self, Artifact, ArtifactKind};
 use crate::error::{Error, Result};
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
-use cukernels_gpu::{sgemm_config, sgemm_kernel_index, Arch, KernelFamily, KernelSpec, SgemmArchConfig, SgemmOperands, SgemmVariant};
+use cukernels_gpu::{
+    attention_config, attention_kernel_index, sgemm_config, sgemm_kernel_index, Arch, AttentionArchConfig, AttentionDtype, AttentionHead, KernelFamily, KernelSpec,
+    SgemmArchConfig, SgemmOperands, SgemmVariant,
+};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Opens CUDA device `ordinal`, or says why not (no driver, no such device) instead of
@@ -148,6 +151,10 @@ impl Cukernels {
     pub fn sgemm_config(&self) -> &'static SgemmArchConfig {
         sgemm_config(self.config())
     }
+    /// The attention config row this handle's attention kernels were compiled with.
+    pub fn attention_config(&self) -> &'static AttentionArchConfig {
+        attention_config(self.artifact(KernelFamily::Attention).config)
+    }
     /// Streaming multiprocessors of the device.
     pub fn sm_count(&self) -> u32 {
         self.inner.sm_count
@@ -217,6 +224,12 @@ impl Cukernels {
     pub(crate) fn sgemm_function(&self, variant: SgemmVariant, operands: SgemmOperands) -> Result<&CudaFunction> {
         let loaded = self.loaded(KernelFamily::Sgemm)?;
         Ok(&loaded.functions[sgemm_kernel_index(variant, operands)])
+    }
+
+    /// The forward kernel of (`head`, `dtype`), or the merge kernel of `dtype` (`head` None).
+    pub(crate) fn attention_function(&self, head: Option<AttentionHead>, dtype: AttentionDtype) -> Result<&CudaFunction> {
+        let loaded = self.loaded(KernelFamily::Attention)?;
+        Ok(&loaded.functions[attention_kernel_index(head, dtype)])
     }
 
     pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {

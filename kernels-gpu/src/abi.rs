@@ -156,3 +156,76 @@ define_launch_params! { $
         pub beta: f32,
     }
 }
+
+define_launch_params! { $
+    /// The parameters of every attention entry point (the forward kernels and the merge of
+    /// split launches; see `kernels-gpu/src/device/attention/mod.rs`). Q, K, V and O hold
+    /// 2-byte elements (f16 or bf16, by entry point); strides count elements; head_dim is
+    /// contiguous. Pointers a launch does not use (no mask, no LSE, ...) are 0, and their
+    /// [`crate::attention_flags`] bit is clear.
+    pub struct AttentionParams, entry attention_params_entry {
+        pub q: crate::abi::GlobalPtr<u16>,
+        pub k: crate::abi::GlobalPtr<u16>,
+        pub v: crate::abi::GlobalPtr<u16>,
+        pub o: crate::abi::GlobalPtr<u16>,
+        /// Log-sum-exp per row (natural log), f32: `lse[b·lse_batch_stride + h·lse_head_stride + q]`.
+        pub lse: crate::abi::GlobalPtr<f32>,
+        /// Additive mask `[seq_q, seq_k]` (row stride `mask_row_stride`), f16 or f32 by flag.
+        pub mask: crate::abi::GlobalPtr<u8>,
+        /// ALiBi slope per query head.
+        pub alibi_slopes: crate::abi::GlobalPtr<f32>,
+        /// Attention-sink logit per query head.
+        pub sinks: crate::abi::GlobalPtr<f32>,
+        /// `batch + 1` cumulative query / key lengths (varlen), else 0.
+        pub cu_seqlens_q: crate::abi::GlobalPtr<u32>,
+        pub cu_seqlens_k: crate::abi::GlobalPtr<u32>,
+        /// Paged K/V: page `block_table[b·block_table_stride + j / page_size]` holds key `j` of
+        /// sequence `b`, at slot `j % page_size`; a page starts at `page · k_batch_stride`.
+        pub block_table: crate::abi::GlobalPtr<u32>,
+        /// Split launches: the partial output (f32) and log-sum-exp of every (split, row).
+        pub partial_o: crate::abi::GlobalPtr<f32>,
+        pub partial_lse: crate::abi::GlobalPtr<f32>,
+        pub q_batch_stride: u64,
+        pub q_seq_stride: u64,
+        pub q_head_stride: u64,
+        pub k_batch_stride: u64,
+        pub k_seq_stride: u64,
+        pub k_head_stride: u64,
+        pub v_batch_stride: u64,
+        pub v_seq_stride: u64,
+        pub v_head_stride: u64,
+        pub o_batch_stride: u64,
+        pub o_seq_stride: u64,
+        pub o_head_stride: u64,
+        pub lse_batch_stride: u64,
+        pub lse_head_stride: u64,
+        pub mask_row_stride: u64,
+        pub block_table_stride: u64,
+        pub page_size: u32,
+        pub batch: u32,
+        /// Query / key length of every sequence (padded batches), else the longest.
+        pub seqlen_q: u32,
+        pub seqlen_k: u32,
+        /// Query rows of all sequences (`batch · seqlen_q`, or the last cumulative length).
+        pub total_q: u32,
+        pub heads_q: u32,
+        pub heads_k: u32,
+        /// Query heads of one KV head that one block processes together (divides
+        /// `heads_q / heads_k`): its rows are (position, head) pairs.
+        pub heads_packed: u32,
+        /// Width of V and O rows (the merge kernel's row length).
+        pub dv: u32,
+        /// Blocks each row tile's keys are split over (`gridDim.z`).
+        pub splits: u32,
+        pub scale: f32,
+        /// `cap` of `cap · tanh(x / cap)`; used with `SOFTCAP`.
+        pub softcap: f32,
+        /// Keys visible to query `i` (aligned bottom-right, `d = i + seqlen_k − seqlen_q`):
+        /// `d − window_left ..= d + window_right`; a negative bound is unbounded. Causal is
+        /// `window_right = 0`.
+        pub window_left: i32,
+        pub window_right: i32,
+        /// [`crate::attention_flags`] bits.
+        pub flags: u32,
+    }
+}

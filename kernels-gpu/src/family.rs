@@ -3,13 +3,20 @@
 //! driver to JIT-compile, another.
 
 use crate::arch::Arch;
+use crate::attention_config::{attention_config, ATTENTION_KERNELS, MERGE_THREADS};
 use crate::sgemm_config::{sgemm_config, SGEMM_KERNELS};
+
+/// Designed occupancy of the attention merge kernel (no shared memory, few registers).
+const MERGE_BLOCKS_PER_SM: u32 = 4;
 
 /// A family of kernels that ships as one module per architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KernelFamily {
     /// FP32 SGEMM, strided-batched (block-tile variants and `gemv`).
     Sgemm,
+    /// Flash attention forward (prefill, decode with split keys, paged K/V) and the merge of
+    /// split launches.
+    Attention,
 }
 
 /// What the host needs to know of one entry point to load and check it.
@@ -29,12 +36,13 @@ pub struct KernelSpec {
 
 impl KernelFamily {
     /// Every family, in the order of [`KernelFamily::index`].
-    pub const ALL: [KernelFamily; 1] = [KernelFamily::Sgemm];
+    pub const ALL: [KernelFamily; 2] = [KernelFamily::Sgemm, KernelFamily::Attention];
 
     /// Lower-case name: artifact file names, `--cfg cukernels_family="…"`, reports.
     pub const fn name(self) -> &'static str {
         match self {
             KernelFamily::Sgemm => "sgemm",
+            KernelFamily::Attention => "attention",
         }
     }
 
@@ -51,6 +59,7 @@ impl KernelFamily {
     pub const fn kernel_count(self) -> usize {
         match self {
             KernelFamily::Sgemm => SGEMM_KERNELS.len(),
+            KernelFamily::Attention => ATTENTION_KERNELS.len(),
         }
     }
 
@@ -66,6 +75,17 @@ impl KernelFamily {
                     blocks_per_sm: launch.blocks_per_sm,
                     smem_bytes: launch.smem_bytes,
                     max_smem_bytes: launch.split_k_smem_bytes,
+                }
+            }
+            KernelFamily::Attention => {
+                let k = &ATTENTION_KERNELS[index];
+                match k.head {
+                    Some(head) => {
+                        let tile = attention_config(config).tile(head);
+                        let smem = tile.smem_bytes(head);
+                        KernelSpec { entry_point: k.entry_point, threads: tile.threads(), blocks_per_sm: tile.blocks_per_sm, smem_bytes: smem, max_smem_bytes: smem }
+                    }
+                    None => KernelSpec { entry_point: k.entry_point, threads: MERGE_THREADS, blocks_per_sm: MERGE_BLOCKS_PER_SM, smem_bytes: 0, max_smem_bytes: 0 },
                 }
             }
         }

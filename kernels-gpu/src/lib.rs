@@ -22,14 +22,19 @@
 
 pub mod abi;
 pub mod arch;
+pub mod attention_config;
 pub mod family;
 pub mod sgemm_config;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod device;
 
-pub use abi::{GlobalPtr, SgemmParams};
+pub use abi::{AttentionParams, GlobalPtr, SgemmParams};
 pub use arch::{Arch, ArchLimits};
+pub use attention_config::{
+    attention_config, attention_kernel_index, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionKernel, AttentionTile, MatrixPath,
+    ATTENTION_CONFIGS, ATTENTION_KERNELS, ATTENTION_SMEM_PAD, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_THREADS, MIN_KEY_TILES_PER_SPLIT,
+};
 pub use family::{KernelFamily, KernelSpec};
 pub use sgemm_config::{
     sgemm_config, sgemm_kernel, sgemm_kernel_index, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,
@@ -49,4 +54,34 @@ pub mod sgemm_flags {
     pub const C_VECTOR: u32 = 1 << 4;
     /// beta == 0: C is written without being read (NaN in C must not leak).
     pub const BETA_ZERO: u32 = 1 << 5;
+}
+
+/// Bits of the `flags` argument of every attention entry point: which optional inputs and
+/// outputs a launch has (see `AttentionParams`).
+pub mod attention_flags {
+    /// `mask` is an additive mask.
+    pub const MASK: u32 = 1 << 0;
+    /// The mask holds f32 (else f16).
+    pub const MASK_F32: u32 = 1 << 1;
+    /// `alibi_slopes` is given: the bias `−slope · |i + seqlen_k − seqlen_q − j|` is added.
+    pub const ALIBI: u32 = 1 << 2;
+    /// Scores pass through `softcap · tanh(x / softcap)`.
+    pub const SOFTCAP: u32 = 1 << 3;
+    /// `sinks` is given.
+    pub const SINKS: u32 = 1 << 4;
+    /// `lse` is written.
+    pub const WRITE_LSE: u32 = 1 << 5;
+    /// Sequences are packed; `cu_seqlens_q` / `cu_seqlens_k` give their bounds.
+    pub const VARLEN: u32 = 1 << 6;
+    /// K and V live in pages (`block_table`).
+    pub const PAGED: u32 = 1 << 7;
+    /// The forward kernel writes partial results for the merge kernel.
+    pub const SPLIT: u32 = 1 << 8;
+    /// Q, K and V rows may be copied in 16-byte vectors (bases and strides multiples of 8
+    /// elements); else element by element.
+    pub const QKV_VECTOR: u32 = 1 << 9;
+    /// O rows may be written 4 bytes at a time (base and strides even).
+    pub const O_PAIRS: u32 = 1 << 10;
+    /// Key lengths come from `cu_seqlens_k` (varlen, or paged sequences of different lengths).
+    pub const KEY_LENGTHS: u32 = 1 << 11;
 }

@@ -2,6 +2,8 @@
 //! user-level SGEMM contract (written from the definition, independent of the host's canonical
 //! mapping), an error bound suited to FP32 accumulation, and GPU plumbing.
 
+pub mod attention_ref;
+
 use cukernels::{Layout, Sgemm, Transpose};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 

@@ -9,6 +9,8 @@
 //! points are compiled.
 
 pub mod ptx;
+#[cfg(cukernels_family = "attention")]
+mod attention;
 #[cfg(cukernels_family = "sgemm")]
 mod gemv;
 #[cfg(cukernels_family = "sgemm")]

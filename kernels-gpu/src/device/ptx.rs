@@ -243,3 +243,181 @@ impl Opaque for *const f32 {
         (self as u64).opaque() as *const f32
     }
 }
+
+// ---- Matrix fragments (attention) -------------------------------------------------------
+//
+// The `mma.m16n8k16` fragment layout, which every attention matrix path shares: lane
+// `4·g + t` (g = lane / 4, t = lane % 4) holds, as pairs of 2-byte elements in one `u32`,
+// - of A (16×16, row-major): rows g and g + 8, columns 2t, 2t+1 and 2t + 8, 2t + 9
+//   (`a[0]` = (g, 2t..), `a[1]` = (g + 8, 2t..), `a[2]` = (g, 2t + 8..), `a[3]` = (g + 8, 2t + 8..));
+// - of B (16×8, k × n): column g, rows 2t, 2t+1 (`b[0]`) and 2t + 8, 2t + 9 (`b[1]`);
+// - of C (16×8, f32): rows g (`c[0]`, `c[1]`) and g + 8 (`c[2]`, `c[3]`), columns 2t, 2t+1.
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (sm_80+): `c + a·b`.
+#[inline(always)]
+pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // SAFETY: register-only instruction; every lane of the warp executes it together (the
+    // kernels call it outside any lane-divergent branch).
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        );
+    }
+    [d0, d1, d2, d3]
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+): `c + a·b`.
+#[inline(always)]
+pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // SAFETY: as `mma_m16n8k16_f16`.
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        );
+    }
+    [d0, d1, d2, d3]
+}
+
+/// `mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32` (sm_75+): `c + a·b` for a 16×8 A
+/// (`a[0]` = (g, 2t..), `a[1]` = (g + 8, 2t..)) and an 8×8 B (`b` = rows 2t, 2t+1 of column g).
+#[inline(always)]
+pub fn mma_m16n8k8_f16(a: [u32; 2], b: u32, c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // SAFETY: as `mma_m16n8k16_f16`.
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}}}, {{{b0}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], b0 = in(reg32) b,
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        );
+    }
+    [d0, d1, d2, d3]
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16` (sm_75+): lanes 8i..8i+7 give the row addresses
+/// of matrix i; each lane receives, of each matrix i, the pair of elements (row lane / 4,
+/// columns 2·(lane % 4)..) in `out[i]`.
+///
+/// Safety: every lane's `addr` is a 16-byte aligned shared address of 16 readable bytes of
+/// this block; every lane of the warp executes it together.
+#[inline(always)]
+pub unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
+    let (r0, r1, r2, r3): (u32, u32, u32, u32);
+    asm!(
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{a}];",
+        r0 = out(reg32) r0, r1 = out(reg32) r1, r2 = out(reg32) r2, r3 = out(reg32) r3, a = in(reg32) addr,
+        options(nostack, readonly)
+    );
+    [r0, r1, r2, r3]
+}
+
+/// [`ldmatrix_x4`] with `.trans`: each lane receives of matrix i the elements (rows
+/// 2·(lane % 4), 2·(lane % 4) + 1; column lane / 4), i.e. the fragment of the transpose.
+///
+/// Safety: as [`ldmatrix_x4`].
+#[inline(always)]
+pub unsafe fn ldmatrix_x4_trans(addr: u32) -> [u32; 4] {
+    let (r0, r1, r2, r3): (u32, u32, u32, u32);
+    asm!(
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{a}];",
+        r0 = out(reg32) r0, r1 = out(reg32) r1, r2 = out(reg32) r2, r3 = out(reg32) r3, a = in(reg32) addr,
+        options(nostack, readonly)
+    );
+    [r0, r1, r2, r3]
+}
+
+/// `shfl.sync.idx.b32` over the whole warp: the value of `x` in lane `src`.
+#[inline(always)]
+pub fn shfl_idx(x: u32, src: u32) -> u32 {
+    let out: u32;
+    // SAFETY: register exchange within the warp; every lane executes it together.
+    unsafe { asm!("shfl.sync.idx.b32 {o}, {x}, {s}, 0x1f, 0xffffffff;", o = out(reg32) out, x = in(reg32) x, s = in(reg32) src, options(nomem, nostack)) };
+    out
+}
+
+/// `shfl.sync.bfly.b32` over the whole warp: the value of `x` in lane `lane ^ mask`.
+#[inline(always)]
+pub fn shfl_xor_f32(x: f32, mask: u32) -> f32 {
+    let out: f32;
+    // SAFETY: as `shfl_idx`.
+    unsafe { asm!("shfl.sync.bfly.b32 {o}, {x}, {m}, 0x1f, 0xffffffff;", o = out(reg32) out, x = in(reg32) x, m = in(reg32) mask, options(nomem, nostack)) };
+    out
+}
+
+/// `ex2.approx.ftz.f32`: 2^x (2 ulp; `-inf` gives 0).
+#[inline(always)]
+pub fn exp2(x: f32) -> f32 {
+    let out: f32;
+    // SAFETY: register-only.
+    unsafe { asm!("ex2.approx.ftz.f32 {o}, {x};", o = out(reg32) out, x = in(reg32) x, options(pure, nomem, nostack)) };
+    out
+}
+
+/// `lg2.approx.ftz.f32`: log2(x).
+#[inline(always)]
+pub fn log2(x: f32) -> f32 {
+    let out: f32;
+    // SAFETY: register-only.
+    unsafe { asm!("lg2.approx.ftz.f32 {o}, {x};", o = out(reg32) out, x = in(reg32) x, options(pure, nomem, nostack)) };
+    out
+}
+
+/// `rcp.approx.ftz.f32`: 1/x.
+#[inline(always)]
+pub fn rcp(x: f32) -> f32 {
+    let out: f32;
+    // SAFETY: register-only.
+    unsafe { asm!("rcp.approx.ftz.f32 {o}, {x};", o = out(reg32) out, x = in(reg32) x, options(pure, nomem, nostack)) };
+    out
+}
+
+/// f16 (the low 16 bits of `h`) to f32, exactly.
+#[inline(always)]
+pub fn f16_to_f32(h: u32) -> f32 {
+    let out: f32;
+    let h16 = h as u16;
+    // SAFETY: register-only.
+    unsafe { asm!("cvt.f32.f16 {o}, {h};", o = out(reg32) out, h = in(reg16) h16, options(pure, nomem, nostack)) };
+    out
+}
+
+/// Two f32 to two f16, rounded to nearest even, packed: `lo` in the low half.
+#[inline(always)]
+pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
+    let (l, h): (u16, u16);
+    // SAFETY: register-only. (`cvt.rn.f16x2.f32` is sm_80+; this form runs everywhere.)
+    unsafe {
+        asm!("cvt.rn.f16.f32 {l}, {x};", l = out(reg16) l, x = in(reg32) lo, options(pure, nomem, nostack));
+        asm!("cvt.rn.f16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) hi, options(pure, nomem, nostack));
+    }
+    l as u32 | (h as u32) << 16
+}
+
+/// Two f32 to two bf16, rounded to nearest even (NaN stays NaN), packed: `lo` in the low
+/// half. Integer arithmetic, so it runs on every architecture (`cvt.rn.bf16` is sm_80+).
+#[inline(always)]
+pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
+    #[inline(always)]
+    fn round(x: f32) -> u32 {
+        let bits = x.to_bits();
+        if x != x {
+            return (bits >> 16) | 0x40;
+        }
+        bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16
+    }
+    round(lo) | round(hi) << 16
+}

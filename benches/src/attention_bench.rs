@@ -1,0 +1,202 @@
+//! Flash attention, timed on the GPU: the shapes of the attention issue (prefill at batch 4,
+//! seq 4096 and 16384, heads 64/128/256, causal and not, f16 and bf16, GQA 8; decode of one
+//! query against 8k to 128k keys at batch 1 and 16; llama.cpp's own decode and prefill
+//! shapes). Each figure is the median over samples of many back-to-back launches between two
+//! CUDA events (a decode step takes a few µs: one launch between two events would time the
+//! launch, not the kernel). `benches/attention_torch.py` then times PyTorch's
+//! `scaled_dot_product_attention` (flash and cuDNN backends) on the same shapes on the same GPU
+//! and adds the ratios.
+
+use crate::sgemm_bench::DeviceInfo;
+use cukernels::cudarc::driver::sys::CUevent_flags;
+use cukernels::cudarc::driver::{CudaSlice, CudaStream};
+use cukernels::{Attention, AttentionDtype, AttentionElement, AttentionExtras, Cukernels};
+use std::sync::Arc;
+
+/// One benchmark shape.
+#[derive(Clone, Debug)]
+pub struct AttentionShape {
+    /// `prefill` or `decode`.
+    pub kind: &'static str,
+    /// A short name of where the shape comes from.
+    pub group: &'static str,
+    pub batch: usize,
+    pub seqlen_q: usize,
+    pub seqlen_k: usize,
+    pub heads_q: usize,
+    pub heads_k: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+    pub dtype: AttentionDtype,
+}
+
+impl AttentionShape {
+    pub fn desc(&self) -> Attention {
+        let d = Attention::new(self.batch, self.seqlen_q, self.seqlen_k, self.heads_q, self.heads_k, self.head_dim);
+        if self.causal {
+            d.causal()
+        } else {
+            d
+        }
+    }
+    pub fn label(&self) -> String {
+        format!(
+            "{} b{} q{} k{} h{}/{} d{}{} {}",
+            self.kind,
+            self.batch,
+            self.seqlen_q,
+            self.seqlen_k,
+            self.heads_q,
+            self.heads_k,
+            self.head_dim,
+            if self.causal { " causal" } else { "" },
+            self.dtype.name()
+        )
+    }
+    /// Bytes of K and V one pass reads.
+    pub fn kv_bytes(&self) -> f64 {
+        (self.batch * self.seqlen_k * self.heads_k * 2 * self.head_dim * 2) as f64
+    }
+}
+
+/// The issue's shapes.
+pub fn shapes() -> Vec<AttentionShape> {
+    let mut v = Vec::new();
+    let s = |kind, group, batch, seqlen_q, seqlen_k, heads_q, heads_k, head_dim, causal, dtype| AttentionShape {
+        kind,
+        group,
+        batch,
+        seqlen_q,
+        seqlen_k,
+        heads_q,
+        heads_k,
+        head_dim,
+        causal,
+        dtype,
+    };
+    for dtype in AttentionDtype::ALL {
+        for seq in [4096, 16384] {
+            for d in [64, 128, 256] {
+                for causal in [false, true] {
+                    // Hidden size 2048: 32, 16 or 8 heads.
+                    v.push(s("prefill", "prefill", 4, seq, seq, 2048 / d, 2048 / d, d, causal, dtype));
+                }
+            }
+        }
+        v.push(s("prefill", "prefill GQA 8", 4, 4096, 4096, 32, 4, 128, true, dtype));
+    }
+    for kv in [8192, 32768, 131072] {
+        for batch in [1, 16] {
+            v.push(s("decode", "decode", batch, 1, kv, 32, 8, 128, false, AttentionDtype::F16));
+        }
+    }
+    // llama.cpp's shapes (DESIGN.md): decode head 128, 8 KV heads, GQA 4, 16384 keys (also
+    // "one sequence"); decode head 256, 2 KV heads, GQA 16, 20000 keys; prefill head 256,
+    // GQA 16, 512 queries against 20000 keys (non-causal here: PyTorch's `is_causal` aligns
+    // top-left, and the causal triangle is 1% of these scores).
+    v.push(s("decode", "llama.cpp decode", 1, 1, 16384, 32, 8, 128, false, AttentionDtype::F16));
+    v.push(s("decode", "llama.cpp decode", 1, 1, 20000, 32, 2, 256, false, AttentionDtype::F16));
+    for dtype in AttentionDtype::ALL {
+        v.push(s("prefill", "llama.cpp prefill", 1, 512, 20000, 32, 2, 256, false, dtype));
+    }
+    v
+}
+
+/// Median milliseconds per launch of `run`: `samples` samples, each `inner` back-to-back
+/// launches between two events (`inner` chosen so that a sample takes about a millisecond).
+pub fn per_launch_ms(stream: &Arc<CudaStream>, samples: usize, mut run: impl FnMut()) -> f64 {
+    let ctx = stream.context();
+    let ev = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+    for _ in 0..3 {
+        run();
+    }
+    let (a, b) = (ev(), ev());
+    a.record(stream).unwrap();
+    run();
+    b.record(stream).unwrap();
+    stream.synchronize().unwrap();
+    let one = (a.elapsed_ms(&b).unwrap() as f64).max(1e-4);
+    let inner = ((1.0 / one).ceil() as usize).clamp(1, 2000);
+    let events: Vec<_> = (0..samples).map(|_| (ev(), ev())).collect();
+    for (start, end) in &events {
+        start.record(stream).unwrap();
+        for _ in 0..inner {
+            run();
+        }
+        end.record(stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    let mut t: Vec<f64> = events.iter().map(|(s, e)| s.elapsed_ms(e).unwrap() as f64 / inner as f64).collect();
+    t.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    t[t.len() / 2]
+}
+
+/// One measured shape.
+pub struct AttentionRow {
+    pub shape: AttentionShape,
+    pub ms: f64,
+    pub splits: usize,
+    pub heads_packed: usize,
+}
+
+impl AttentionRow {
+    pub fn tflops(&self) -> f64 {
+        self.shape.desc().flops() / (self.ms * 1e-3) / 1e12
+    }
+    pub fn tbps(&self) -> f64 {
+        self.shape.kv_bytes() / (self.ms * 1e-3) / 1e12
+    }
+    /// One JSON line (the PyTorch script adds its baselines and ratios to it).
+    pub fn to_json(&self, info: &DeviceInfo, commit: &str, date: &str, artifact: &str) -> String {
+        let s = &self.shape;
+        format!(
+            "{{\"op\":\"attention\",\"kind\":\"{}\",\"group\":\"{}\",\"label\":\"{}\",\"date\":\"{date}\",\"gpu\":\"{}\",\"commit\":\"{commit}\",\"artifact\":\"{artifact}\",\"batch\":{},\"seqlen_q\":{},\"seqlen_k\":{},\"heads_q\":{},\"heads_k\":{},\"head_dim\":{},\"causal\":{},\"dtype\":\"{}\",\"flops\":{},\"kv_bytes\":{},\"splits\":{},\"heads_packed\":{},\"ours_ms\":{:.5},\"ours_tflops\":{:.2},\"ours_tbps\":{:.3}}}",
+            s.kind,
+            s.group,
+            s.label(),
+            info.name,
+            s.batch,
+            s.seqlen_q,
+            s.seqlen_k,
+            s.heads_q,
+            s.heads_k,
+            s.head_dim,
+            s.causal,
+            s.dtype.name(),
+            s.desc().flops(),
+            s.kv_bytes(),
+            self.splits,
+            self.heads_packed,
+            self.ms,
+            self.tflops(),
+            self.tbps()
+        )
+    }
+}
+
+fn bench_typed<T: AttentionElement + Copy>(kernels: &Cukernels, stream: &Arc<CudaStream>, s: &AttentionShape, samples: usize, from_f32: fn(f32) -> T) -> AttentionRow {
+    let d = s.desc();
+    let n = d.buffer_lengths().unwrap();
+    let fill = |len: usize, seed: u32| -> CudaSlice<T> {
+        let host: Vec<T> = (0..len).map(|i| from_f32(((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) as f32 / (1u32 << 24) as f32 - 0.5)).collect();
+        stream.clone_htod(&host).unwrap()
+    };
+    let (q, k, v) = (fill(n.q, 1), fill(n.k, 2), fill(n.v, 3));
+    let mut o: CudaSlice<T> = stream.clone_htod(&vec![from_f32(0.0); n.o]).unwrap();
+    let plan = d.plan(T::DTYPE, &plan_buffers(&n), kernels.attention_config(), kernels.sm_count()).unwrap();
+    let ms = per_launch_ms(stream, samples, || kernels.attention(stream, &d, &q, &k, &v, &mut o, AttentionExtras::default()).unwrap());
+    AttentionRow { shape: s.clone(), ms, splits: plan.splits, heads_packed: plan.heads_packed }
+}
+
+/// Buffers at distinct aligned addresses, for reading a plan's choices (no launch).
+fn plan_buffers(n: &cukernels::AttentionLengths) -> cukernels::AttentionBuffers {
+    cukernels::AttentionBuffers { q: (1 << 40, n.q), k: (2 << 40, n.k), v: (3 << 40, n.v), o: (4 << 40, n.o), lse: None, mask: None }
+}
+
+/// Times one shape with our kernels.
+pub fn bench_attention(kernels: &Cukernels, stream: &Arc<CudaStream>, s: &AttentionShape, samples: usize) -> AttentionRow {
+    match s.dtype {
+        AttentionDtype::F16 => bench_typed::<half::f16>(kernels, stream, s, samples, half::f16::from_f32),
+        AttentionDtype::Bf16 => bench_typed::<half::bf16>(kernels, stream, s, samples, half::bf16::from_f32),
+    }
+}

@@ -1,0 +1,816 @@
+//! Flash attention, forward: `O = softmax(scale · Q·Kᵀ + bias) · V`, with the interface of
+//! FlashAttention-2 (and llama.cpp's `FLASH_ATTN_EXT` features).
+//!
+//! # Tensors
+//! Q is `[batch, seqlen_q, heads_q, head_dim]`, K `[batch, seqlen_k, heads_k, head_dim]`, V
+//! `[batch, seqlen_k, heads_k, head_dim_v]` and O `[batch, seqlen_q, heads_q, head_dim_v]`,
+//! of f16 or bf16 ([`AttentionElement`]). Each has its own element strides for batch,
+//! sequence and head ([`Strides`]), so a `[batch, heads, seq, dim]` view works without a copy;
+//! `head_dim` is contiguous. Query head `h` reads KV head `h / (heads_q / heads_k)` (GQA/MQA).
+//! The optional log-sum-exp ([`Attention::lse`]) is f32 `[batch, heads_q, seqlen_q]`
+//! (`[heads_q, total_q]` for packed sequences), in natural log.
+//!
+//! # Scores
+//! In order: `x = scale · q·k` (default scale `1/√head_dim`); softcap `cap · tanh(x / cap)`;
+//! `+ mask[i][j]` (an f16 or f32 `[seqlen_q, seqlen_k]` tensor broadcast over batch and heads,
+//! −inf allowed); ALiBi `− slope_h · |i + seqlen_k − seqlen_q − j|`; then causal and sliding
+//! window bounds, aligned bottom-right as FlashAttention-2 (query `i` sees key `j` iff
+//! `d − left ≤ j ≤ d + right` with `d = i + seqlen_k − seqlen_q`; causal sets `right = 0`).
+//! Attention sinks (one logit per query head) join the softmax denominator. A row that sees
+//! no key is 0 (its LSE −inf, or the sink's logit), never NaN.
+//!
+//! # Packed sequences and paged K/V
+//! [`Attention::varlen`] takes FlashAttention-2's cumulative sequence lengths (on the host, so
+//! they are validated before anything launches): Q and O are then `[total_q, heads, dim]` and
+//! K/V `[total_k, heads, dim]`. [`Attention::paged`] puts K and V in pages of `page_size`
+//! tokens (`[pages, page_size, heads_k, dim]`, the batch stride being the page stride) found
+//! through a block table, as vLLM and mistral.rs do.
+//!
+//! # How a call runs
+//! [`Attention::plan`] validates everything and picks the launch: the head size's kernel, and
+//! for short query blocks (decode), how many query heads share a block (all those of a KV head,
+//! so K/V is read once for them) and how many blocks each row tile's keys are split over, so
+//! that even one sequence fills the GPU. A split launch writes partial results to a workspace
+//! and a second kernel merges them in a fixed order (the same bits on every run).
+
+use crate::error::{Error, Result};
+use crate::runtime::Cukernels;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use std::sync::Arc;
+use cukernels_gpu::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
+use cukernels_gpu::{
+    AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_THREADS, MIN_KEY_TILES_PER_SPLIT,
+};
+
+/// Most blocks in a grid's y or z dimension.
+const MAX_GRID_YZ: usize = 65535;
+/// Most blocks in a grid's x dimension.
+const MAX_GRID_X: usize = i32::MAX as usize;
+/// Blocks a split launch aims for, per SM and designed block: enough waves that the last one
+/// is short.
+const SPLIT_TARGET_WAVES: usize = 2;
+
+/// An element type of Q, K, V and O.
+pub trait AttentionElement: DeviceRepr {
+    const DTYPE: AttentionDtype;
+}
+impl AttentionElement for half::f16 {
+    const DTYPE: AttentionDtype = AttentionDtype::F16;
+}
+impl AttentionElement for half::bf16 {
+    const DTYPE: AttentionDtype = AttentionDtype::Bf16;
+}
+
+/// Element strides of one tensor: between batches, sequence positions and heads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strides {
+    pub batch: usize,
+    pub seq: usize,
+    pub head: usize,
+}
+
+impl Strides {
+    /// The strides of a contiguous `[batch, seq, heads, dim]` tensor.
+    pub fn bshd(seq: usize, heads: usize, dim: usize) -> Strides {
+        Strides { batch: seq * heads * dim, seq: heads * dim, head: dim }
+    }
+    /// The strides of a contiguous `[batch, heads, seq, dim]` tensor.
+    pub fn bhsd(seq: usize, heads: usize, dim: usize) -> Strides {
+        Strides { batch: heads * seq * dim, seq: dim, head: seq * dim }
+    }
+}
+
+/// ALiBi slopes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Alibi {
+    /// One slope per query head.
+    Slopes(Vec<f32>),
+    /// ggml's slopes from `max_bias` ([`alibi_slopes`]).
+    MaxBias(f32),
+}
+
+/// The additive mask's shape: `rows × cols` (at least `seqlen_q × seqlen_k`, the longest
+/// sequences for packed batches), row stride in elements; its element type is the buffer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaskShape {
+    pub rows: usize,
+    pub cols: usize,
+    pub row_stride: usize,
+}
+
+/// Packed sequences: `batch + 1` cumulative lengths each, starting at 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Varlen {
+    pub cu_seqlens_q: Vec<u32>,
+    pub cu_seqlens_k: Vec<u32>,
+}
+
+/// Paged K/V: `pages` pages of `page_size` tokens; sequence `b`'s key `j` lives in page
+/// `block_table[b · pages_per_seq + j / page_size]`. `seqlens_k` gives each sequence's key
+/// length (else every sequence has `seqlen_k` keys; with [`Varlen`], the key lengths come from
+/// its `cu_seqlens_k`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PagedKv {
+    pub page_size: usize,
+    pub pages: usize,
+    pub pages_per_seq: usize,
+    pub block_table: Vec<u32>,
+    pub seqlens_k: Option<Vec<u32>>,
+}
+
+/// An attention problem. Build with [`Attention::new`] and the setters; every field is
+/// public and checked by [`Attention::plan`] before any launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attention {
+    pub batch: usize,
+    /// Query / key length (the longest, for packed sequences).
+    pub seqlen_q: usize,
+    pub seqlen_k: usize,
+    pub heads_q: usize,
+    pub heads_k: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    pub q_strides: Strides,
+    pub k_strides: Strides,
+    pub v_strides: Strides,
+    pub o_strides: Strides,
+    /// Softmax scale; `None`: `1/√head_dim`.
+    pub scale: Option<f32>,
+    pub causal: bool,
+    /// Sliding window: keys visible before / after the diagonal; `None` is unbounded.
+    pub window_left: Option<usize>,
+    pub window_right: Option<usize>,
+    pub softcap: Option<f32>,
+    pub alibi: Option<Alibi>,
+    /// Attention-sink logit per query head.
+    pub sinks: Option<Vec<f32>>,
+    pub mask: Option<MaskShape>,
+    pub varlen: Option<Varlen>,
+    pub paged: Option<PagedKv>,
+    /// Write the log-sum-exp of every row (needs an LSE buffer).
+    pub lse: bool,
+    /// Blocks each row tile's keys are split over; `None`: chosen ([`Attention::plan`]).
+    pub splits: Option<usize>,
+}
+
+impl Attention {
+    /// Contiguous `[batch, seq, heads, dim]` tensors, no mask, default scale.
+    pub fn new(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_k: usize, head_dim: usize) -> Attention {
+        Attention {
+            batch,
+            seqlen_q,
+            seqlen_k,
+            heads_q,
+            heads_k,
+            head_dim,
+            head_dim_v: head_dim,
+            q_strides: Strides::bshd(seqlen_q, heads_q, head_dim),
+            k_strides: Strides::bshd(seqlen_k, heads_k, head_dim),
+            v_strides: Strides::bshd(seqlen_k, heads_k, head_dim),
+            o_strides: Strides::bshd(seqlen_q, heads_q, head_dim),
+            scale: None,
+            causal: false,
+            window_left: None,
+            window_right: None,
+            softcap: None,
+            alibi: None,
+            sinks: None,
+            mask: None,
+            varlen: None,
+            paged: None,
+            lse: false,
+            splits: None,
+        }
+    }
+    /// A different V (and O) width (192/128, 320/256, 576/512); V and O strides are reset
+    /// to contiguous.
+    pub fn head_dim_v(mut self, dv: usize) -> Self {
+        self.head_dim_v = dv;
+        self.v_strides = Strides::bshd(self.seqlen_k, self.heads_k, dv);
+        self.o_strides = Strides::bshd(self.seqlen_q, self.heads_q, dv);
+        self
+    }
+    pub fn strides(mut self, q: Strides, k: Strides, v: Strides, o: Strides) -> Self {
+        (self.q_strides, self.k_strides, self.v_strides, self.o_strides) = (q, k, v, o);
+        self
+    }
+    pub fn scale(mut self, scale: f32) -> Self {
+        self.scale = Some(scale);
+        self
+    }
+    pub fn causal(mut self) -> Self {
+        self.causal = true;
+        self
+    }
+    pub fn window(mut self, left: Option<usize>, right: Option<usize>) -> Self {
+        (self.window_left, self.window_right) = (left, right);
+        self
+    }
+    pub fn softcap(mut self, cap: f32) -> Self {
+        self.softcap = Some(cap);
+        self
+    }
+    pub fn alibi(mut self, alibi: Alibi) -> Self {
+        self.alibi = Some(alibi);
+        self
+    }
+    pub fn sinks(mut self, sinks: Vec<f32>) -> Self {
+        self.sinks = Some(sinks);
+        self
+    }
+    pub fn mask(mut self, mask: MaskShape) -> Self {
+        self.mask = Some(mask);
+        self
+    }
+    pub fn with_lse(mut self) -> Self {
+        self.lse = true;
+        self
+    }
+    pub fn splits(mut self, splits: usize) -> Self {
+        self.splits = Some(splits);
+        self
+    }
+    /// Packed sequences: sets `batch`, the longest lengths, and packed `[total, heads, dim]`
+    /// strides for Q, K, V and O.
+    pub fn varlen(mut self, cu_seqlens_q: Vec<u32>, cu_seqlens_k: Vec<u32>) -> Self {
+        let longest = |cu: &[u32]| cu.windows(2).map(|w| w[1].saturating_sub(w[0]) as usize).max().unwrap_or(0);
+        self.batch = cu_seqlens_q.len().saturating_sub(1);
+        self.seqlen_q = longest(&cu_seqlens_q);
+        self.seqlen_k = longest(&cu_seqlens_k);
+        let packed = |heads: usize, dim: usize| Strides { batch: 0, seq: heads * dim, head: dim };
+        self.q_strides = packed(self.heads_q, self.head_dim);
+        self.k_strides = packed(self.heads_k, self.head_dim);
+        self.v_strides = packed(self.heads_k, self.head_dim_v);
+        self.o_strides = packed(self.heads_q, self.head_dim_v);
+        self.varlen = Some(Varlen { cu_seqlens_q, cu_seqlens_k });
+        self
+    }
+    /// Paged K/V with contiguous pages `[pages, page_size, heads_k, dim]`.
+    pub fn paged(mut self, paged: PagedKv) -> Self {
+        self.k_strides = Strides { batch: paged.page_size * self.heads_k * self.head_dim, seq: self.heads_k * self.head_dim, head: self.head_dim };
+        self.v_strides = Strides { batch: paged.page_size * self.heads_k * self.head_dim_v, seq: self.heads_k * self.head_dim_v, head: self.head_dim_v };
+        self.paged = Some(paged);
+        self
+    }
+
+    /// Multiply-adds of the problem's visible scores (`2 · (D_k + D_v)` FLOPs each), for
+    /// reports; counts every key for non-causal rows and the visible triangle for causal ones.
+    pub fn flops(&self) -> f64 {
+        let per_pair = 2.0 * (self.head_dim + self.head_dim_v) as f64;
+        let rows = |lq: usize, lk: usize| -> f64 {
+            (0..lq)
+                .map(|i| {
+                    let d = i as i64 + lk as i64 - lq as i64;
+                    let hi = if self.causal { d.min(lk as i64 - 1) } else { lk as i64 - 1 };
+                    let lo = self.window_left.map_or(0, |l| (d - l as i64).max(0));
+                    let hi = self.window_right.map_or(hi, |r| hi.min(d + r as i64));
+                    (hi - lo + 1).max(0) as f64
+                })
+                .sum()
+        };
+        let pairs: f64 = match &self.varlen {
+            Some(v) => (0..self.batch)
+                .map(|b| rows((v.cu_seqlens_q[b + 1] - v.cu_seqlens_q[b]) as usize, (v.cu_seqlens_k[b + 1] - v.cu_seqlens_k[b]) as usize))
+                .sum(),
+            None => self.batch as f64 * rows(self.seqlen_q, self.seqlen_k),
+        };
+        pairs * self.heads_q as f64 * per_pair
+    }
+}
+
+/// ggml's ALiBi slopes for `heads` heads from `max_bias`: with `n = 2^⌊log2 heads⌋`,
+/// `m0 = 2^(−max_bias / n)` and `m1 = 2^(−max_bias / 2 / n)`, head `h` gets `m0^(h+1)` for
+/// `h < n` and `m1^(2(h − n) + 1)` after.
+pub fn alibi_slopes(heads: usize, max_bias: f32) -> Vec<f32> {
+    if heads == 0 {
+        return Vec::new();
+    }
+    let n = 1usize << (usize::BITS - 1 - heads.leading_zeros());
+    let m0 = 2f32.powf(-max_bias / n as f32);
+    let m1 = 2f32.powf(-(max_bias / 2.0) / n as f32);
+    (0..heads).map(|h| if h < n { m0.powi(h as i32 + 1) } else { m1.powi(2 * (h - n) as i32 + 1) }).collect()
+}
+
+/// Device addresses and lengths (elements) of the buffers of one call.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttentionBuffers {
+    pub q: (u64, usize),
+    pub k: (u64, usize),
+    pub v: (u64, usize),
+    pub o: (u64, usize),
+    /// f32 LSE.
+    pub lse: Option<(u64, usize)>,
+    /// The mask, and whether it holds f32 (else f16).
+    pub mask: Option<(u64, usize, bool)>,
+}
+
+/// Elements each buffer of a problem must hold ([`Attention::buffer_lengths`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionLengths {
+    pub q: usize,
+    pub k: usize,
+    pub v: usize,
+    pub o: usize,
+    /// The LSE output (`heads_q × total query rows`), if one is written.
+    pub lse: usize,
+}
+
+/// A validated launch: the kernel, its grid, its parameters (pointers to the small host
+/// arrays are filled at launch, when they are uploaded), and what must be uploaded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionPlan {
+    pub head: AttentionHead,
+    pub dtype: AttentionDtype,
+    pub grid: (u32, u32, u32),
+    pub block: u32,
+    pub smem_bytes: u32,
+    pub params: AttentionParams,
+    /// Query heads per block (decode packs those of one KV head).
+    pub heads_packed: usize,
+    pub splits: usize,
+    /// Host arrays to upload (pointer fields of `params` set at launch).
+    pub cu_seqlens_q: Option<Vec<u32>>,
+    pub cu_seqlens_k: Option<Vec<u32>>,
+    pub block_table: Option<Vec<u32>>,
+    pub alibi_slopes: Option<Vec<f32>>,
+    pub sinks: Option<Vec<f32>>,
+    /// Nothing to compute (no query rows).
+    pub empty: bool,
+}
+
+fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
+    Error::invalid(name, value, reason)
+}
+
+/// The largest element offset a `[batch, seq, heads, dim]` view addresses, plus one.
+fn extent(batch: usize, seq: usize, heads: usize, dim: usize, s: Strides) -> Option<usize> {
+    if batch == 0 || seq == 0 || heads == 0 || dim == 0 {
+        return Some(0);
+    }
+    (batch - 1).checked_mul(s.batch)?.checked_add((seq - 1).checked_mul(s.seq)?)?.checked_add((heads - 1).checked_mul(s.head)?)?.checked_add(dim)
+}
+
+/// Whether the rows of a view (`dims[i]` positions of stride `strides[i]`, each row `row`
+/// elements long) are pairwise disjoint: sorted by stride, each stride must step over
+/// everything the smaller ones span.
+fn rows_disjoint(dims: [usize; 3], strides: [usize; 3], row: usize) -> bool {
+    let mut axes: Vec<(usize, usize)> = dims.into_iter().zip(strides).filter(|&(d, _)| d > 1).map(|(d, s)| (s, d)).collect();
+    axes.sort();
+    let mut span = row;
+    for (stride, dim) in axes {
+        if stride < span {
+            return false;
+        }
+        span = stride.saturating_mul(dim - 1).saturating_add(span);
+    }
+    true
+}
+
+impl Attention {
+    /// The elements each buffer must hold for the problem's shapes and strides (the last
+    /// addressed element plus one): Q and O over every sequence's rows, K and V over every
+    /// sequence's keys (or every page).
+    pub fn buffer_lengths(&self) -> Result<AttentionLengths> {
+        let a = self;
+        let (dk, dv) = (a.head_dim, a.head_dim_v);
+        let total = |cu: &Vec<u32>| cu.last().copied().unwrap_or(0) as usize;
+        let (q_batches, q_rows) = match &a.varlen {
+            Some(v) => (1, total(&v.cu_seqlens_q)),
+            None => (a.batch, a.seqlen_q),
+        };
+        let (k_batches, k_rows) = match (&a.paged, &a.varlen) {
+            (Some(pg), _) => (pg.pages, pg.page_size),
+            (None, Some(v)) => (1, total(&v.cu_seqlens_k)),
+            (None, None) => (a.batch, a.seqlen_k),
+        };
+        let overflow = |name: &'static str| invalid(name, "strides", "the buffer extent overflows usize");
+        Ok(AttentionLengths {
+            q: extent(q_batches, q_rows, a.heads_q, dk, a.q_strides).ok_or_else(|| overflow("q_strides"))?,
+            k: extent(k_batches, k_rows, a.heads_k, dk, a.k_strides).ok_or_else(|| overflow("k_strides"))?,
+            v: extent(k_batches, k_rows, a.heads_k, dv, a.v_strides).ok_or_else(|| overflow("v_strides"))?,
+            o: extent(q_batches, q_rows, a.heads_q, dv, a.o_strides).ok_or_else(|| overflow("o_strides"))?,
+            lse: if a.lse { a.heads_q * q_batches * q_rows } else { 0 },
+        })
+    }
+
+    /// Validates the problem against `buffers` and plans its launch on an architecture of
+    /// config `row` with `sm_count` SMs.
+    pub fn plan(&self, dtype: AttentionDtype, buffers: &AttentionBuffers, row: &AttentionArchConfig, sm_count: u32) -> Result<AttentionPlan> {
+        let a = self;
+        let head = AttentionHead::from_dims(a.head_dim, a.head_dim_v).ok_or_else(|| {
+            let supported: Vec<String> = AttentionHead::ALL.iter().map(|h| format!("{}/{}", h.dk(), h.dv())).collect();
+            invalid("head_dim", format!("{}/{}", a.head_dim, a.head_dim_v), format!("supported (head_dim/head_dim_v): {}", supported.join(", ")))
+        })?;
+        if a.heads_k == 0 || a.heads_q == 0 {
+            return Err(invalid("heads_k", a.heads_k, "heads_q and heads_k must be positive"));
+        }
+        if a.heads_q % a.heads_k != 0 {
+            return Err(invalid("heads_q", a.heads_q, format!("must be a multiple of heads_k ({})", a.heads_k)));
+        }
+        for (name, v) in [("batch", a.batch), ("seqlen_q", a.seqlen_q), ("seqlen_k", a.seqlen_k), ("heads_q", a.heads_q)] {
+            if v > u32::MAX as usize / 2 {
+                return Err(invalid(name, v, "too large for the kernels' 32-bit indices"));
+            }
+        }
+        let scale = a.scale.unwrap_or(1.0 / (a.head_dim as f32).sqrt());
+        if !scale.is_finite() {
+            return Err(invalid("scale", scale, "must be finite"));
+        }
+        if let Some(cap) = a.softcap {
+            if !(cap.is_finite() && cap > 0.0) {
+                return Err(invalid("softcap", cap, "must be positive and finite"));
+            }
+        }
+
+        // ---- Sequences ----
+        let mut flags = 0u32;
+        let (total_q, cu_q, mut cu_k) = match &a.varlen {
+            Some(v) => {
+                for (name, cu) in [("cu_seqlens_q", &v.cu_seqlens_q), ("cu_seqlens_k", &v.cu_seqlens_k)] {
+                    if cu.len() != a.batch + 1 {
+                        return Err(invalid(name, format!("{} entries", cu.len()), format!("must have batch + 1 = {} entries", a.batch + 1)));
+                    }
+                    if cu[0] != 0 {
+                        return Err(invalid(name, cu[0], "must start at 0"));
+                    }
+                    if let Some(i) = cu.windows(2).position(|w| w[1] < w[0]) {
+                        return Err(invalid(name, format!("[{}] = {} then {}", i, cu[i], cu[i + 1]), "must be non-decreasing"));
+                    }
+                }
+                let longest = |cu: &[u32]| cu.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
+                if longest(&v.cu_seqlens_q) > a.seqlen_q || longest(&v.cu_seqlens_k) > a.seqlen_k {
+                    return Err(invalid("seqlen_q", a.seqlen_q, "seqlen_q / seqlen_k must be at least the longest packed sequence (Attention::varlen sets them)"));
+                }
+                flags |= VARLEN | KEY_LENGTHS;
+                (*v.cu_seqlens_q.last().unwrap() as usize, Some(v.cu_seqlens_q.clone()), Some(v.cu_seqlens_k.clone()))
+            }
+            None => (a.batch * a.seqlen_q, None, None),
+        };
+        let paged = a.paged.as_ref();
+        if let Some(pg) = paged {
+            if pg.page_size == 0 || pg.pages_per_seq == 0 {
+                return Err(invalid("page_size", pg.page_size, "page_size and pages_per_seq must be positive"));
+            }
+            if pg.block_table.len() != a.batch * pg.pages_per_seq {
+                return Err(invalid("block_table", format!("{} entries", pg.block_table.len()), format!("must have batch × pages_per_seq = {} entries", a.batch * pg.pages_per_seq)));
+            }
+            if let Some((i, &p)) = pg.block_table.iter().enumerate().find(|&(_, &p)| p as usize >= pg.pages) {
+                return Err(invalid("block_table", format!("[{i}] = {p}"), format!("points past the cache's {} pages", pg.pages)));
+            }
+            if let Some(lens) = &pg.seqlens_k {
+                if a.varlen.is_some() {
+                    return Err(invalid("seqlens_k", "given", "with packed sequences the key lengths come from cu_seqlens_k"));
+                }
+                if lens.len() != a.batch {
+                    return Err(invalid("seqlens_k", format!("{} entries", lens.len()), format!("must have batch = {} entries", a.batch)));
+                }
+                if let Some((i, &l)) = lens.iter().enumerate().find(|&(_, &l)| l as usize > a.seqlen_k) {
+                    return Err(invalid("seqlens_k", format!("[{i}] = {l}"), format!("longer than seqlen_k = {}", a.seqlen_k)));
+                }
+                let mut cu = Vec::with_capacity(a.batch + 1);
+                let mut sum = 0u32;
+                cu.push(0);
+                for &l in lens {
+                    sum = sum.checked_add(l).ok_or_else(|| invalid("seqlens_k", "sum", "overflows u32"))?;
+                    cu.push(sum);
+                }
+                cu_k = Some(cu);
+                flags |= KEY_LENGTHS;
+            }
+            let capacity = pg.pages_per_seq * pg.page_size;
+            let longest_k = match &cu_k {
+                Some(cu) => cu.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0),
+                None => a.seqlen_k,
+            };
+            if longest_k > capacity {
+                return Err(invalid("seqlen_k", longest_k, format!("more keys than pages_per_seq × page_size = {capacity}")));
+            }
+            flags |= PAGED;
+        }
+
+        // ---- Buffers ----
+        let dv = a.head_dim_v;
+        let (q_batches, q_rows) = if a.varlen.is_some() { (1, total_q) } else { (a.batch, a.seqlen_q) };
+        let need = a.buffer_lengths()?;
+        let (need_q, need_k, need_v, need_o) = (need.q, need.k, need.v, need.o);
+        for (name, (_, len), need) in [("q", buffers.q, need_q), ("k", buffers.k, need_k), ("v", buffers.v, need_v), ("o", buffers.o, need_o)] {
+            if len < need {
+                return Err(Error::BufferTooSmall { name, len, required: need });
+            }
+        }
+        if !rows_disjoint([q_batches, q_rows, a.heads_q], [a.o_strides.batch, a.o_strides.seq, a.o_strides.head], dv) {
+            return Err(Error::Overlap(format!("o_strides {:?} make rows of O overlap (rows of {dv} elements)", a.o_strides)));
+        }
+        let range = |(addr, _): (u64, usize), need: usize| (addr, addr.saturating_add(2 * need as u64));
+        let overlaps = |x: (u64, u64), y: (u64, u64)| x.0 < y.1 && y.0 < x.1;
+        let o_range = range(buffers.o, need_o);
+        for (name, buf, need) in [("Q", buffers.q, need_q), ("K", buffers.k, need_k), ("V", buffers.v, need_v)] {
+            if need_o > 0 && need > 0 && overlaps(o_range, range(buf, need)) {
+                return Err(Error::Overlap(format!("O overlaps {name} in device memory")));
+            }
+        }
+        let vector = |addr: u64, s: Strides| addr % 16 == 0 && s.batch % 8 == 0 && s.seq % 8 == 0 && s.head % 8 == 0;
+        if vector(buffers.q.0, a.q_strides) && vector(buffers.k.0, a.k_strides) && vector(buffers.v.0, a.v_strides) {
+            flags |= QKV_VECTOR;
+        }
+        let s = a.o_strides;
+        if buffers.o.0 % 4 == 0 && s.batch % 2 == 0 && s.seq % 2 == 0 && s.head % 2 == 0 {
+            flags |= O_PAIRS;
+        }
+
+        // ---- Masks, biases, outputs ----
+        let mut mask_row_stride = 0;
+        match (a.mask, buffers.mask) {
+            (Some(m), Some((_, len, is_f32))) => {
+                if m.rows < a.seqlen_q || m.cols < a.seqlen_k {
+                    return Err(invalid("mask", format!("{}×{}", m.rows, m.cols), format!("must cover seqlen_q × seqlen_k = {}×{} (broadcast over batch and heads)", a.seqlen_q, a.seqlen_k)));
+                }
+                if m.row_stride < m.cols {
+                    return Err(invalid("mask.row_stride", m.row_stride, format!("must be at least cols = {}", m.cols)));
+                }
+                let need = if m.rows == 0 { 0 } else { (m.rows - 1) * m.row_stride + m.cols };
+                if len < need {
+                    return Err(Error::BufferTooSmall { name: "mask", len, required: need });
+                }
+                flags |= MASK | if is_f32 { MASK_F32 } else { 0 };
+                mask_row_stride = m.row_stride;
+            }
+            (Some(_), None) => return Err(invalid("mask", "shape given", "no mask buffer was passed")),
+            (None, Some(_)) => return Err(invalid("mask", "buffer given", "no mask shape was set (Attention::mask)")),
+            (None, None) => {}
+        }
+        let alibi_slopes = match &a.alibi {
+            Some(Alibi::Slopes(s)) => {
+                if s.len() != a.heads_q {
+                    return Err(invalid("alibi_slopes", format!("{} slopes", s.len()), format!("need one per query head ({})", a.heads_q)));
+                }
+                Some(s.clone())
+            }
+            Some(Alibi::MaxBias(b)) => {
+                if !b.is_finite() {
+                    return Err(invalid("max_bias", b, "must be finite"));
+                }
+                Some(alibi_slopes(a.heads_q, *b))
+            }
+            None => None,
+        };
+        if let Some(s) = &alibi_slopes {
+            if let Some(bad) = s.iter().find(|x| !x.is_finite()) {
+                return Err(invalid("alibi_slopes", bad, "must be finite"));
+            }
+            flags |= ALIBI;
+        }
+        if let Some(s) = &a.sinks {
+            if s.len() != a.heads_q {
+                return Err(invalid("sinks", format!("{} logits", s.len()), format!("need one per query head ({})", a.heads_q)));
+            }
+            flags |= SINKS;
+        }
+        if a.softcap.is_some() {
+            flags |= SOFTCAP;
+        }
+        let (lse_batch_stride, lse_head_stride) = if a.varlen.is_some() { (0, total_q) } else { (a.heads_q * a.seqlen_q, a.seqlen_q) };
+        match (a.lse, buffers.lse) {
+            (true, Some((_, len))) => {
+                let need = need.lse;
+                if len < need {
+                    return Err(Error::BufferTooSmall { name: "lse", len, required: need });
+                }
+                flags |= WRITE_LSE;
+            }
+            (true, None) => return Err(invalid("lse", "requested", "no LSE buffer was passed")),
+            (false, Some(_)) => return Err(invalid("lse", "buffer given", "Attention::lse is not set")),
+            (false, None) => {}
+        }
+
+        // ---- Launch shape ----
+        let tile = row.tile(head);
+        let ratio = a.heads_q / a.heads_k;
+        // Decode: pack the query heads of a KV head into one block's rows.
+        let heads_packed = (1..=ratio).rev().find(|d| ratio % d == 0 && a.seqlen_q.max(1) * d <= DECODE_MAX_PACKED_ROWS as usize).unwrap_or(1);
+        let rows_per_block = tile.rows() as usize;
+        let row_tiles = (a.seqlen_q * heads_packed).div_ceil(rows_per_block);
+        let groups = a.batch * (a.heads_q / heads_packed);
+        if row_tiles > MAX_GRID_X {
+            return Err(invalid("seqlen_q", a.seqlen_q, "more row tiles than a grid holds"));
+        }
+        if groups > MAX_GRID_YZ {
+            return Err(invalid("batch", a.batch, format!("batch × heads_q / heads_packed = {groups} blocks exceed the grid's 65535 in y")));
+        }
+        let key_tiles = a.seqlen_k.div_ceil(tile.bk as usize);
+        let splits = match a.splits {
+            Some(s) => {
+                if s == 0 || s > MAX_KV_SPLITS as usize {
+                    return Err(invalid("splits", s, format!("must be 1 to {MAX_KV_SPLITS}")));
+                }
+                s
+            }
+            None => {
+                let blocks = row_tiles * groups;
+                let target = SPLIT_TARGET_WAVES * sm_count as usize * tile.blocks_per_sm as usize;
+                let most = (key_tiles / MIN_KEY_TILES_PER_SPLIT as usize).clamp(1, MAX_KV_SPLITS as usize);
+                if blocks >= sm_count as usize || blocks == 0 {
+                    1
+                } else {
+                    target.div_ceil(blocks).clamp(1, most)
+                }
+            }
+        };
+        if splits > 1 {
+            if a.heads_q * total_q > MAX_GRID_X {
+                return Err(invalid("splits", splits, "a split launch merges one row per block: heads_q × query rows exceed the grid"));
+            }
+            flags |= SPLIT;
+        }
+        let window_right = if a.causal { Some(a.window_right.map_or(0, |r| r.min(0))) } else { a.window_right };
+        let window = |w: Option<usize>, name: &'static str| -> Result<i32> {
+            match w {
+                None => Ok(-1),
+                Some(x) if x <= i32::MAX as usize => Ok(x as i32),
+                Some(x) => Err(invalid(name, x, "at most i32::MAX")),
+            }
+        };
+        let params = AttentionParams {
+            q: GlobalPtr::new(buffers.q.0),
+            k: GlobalPtr::new(buffers.k.0),
+            v: GlobalPtr::new(buffers.v.0),
+            o: GlobalPtr::new(buffers.o.0),
+            lse: GlobalPtr::new(buffers.lse.map_or(0, |l| l.0)),
+            mask: GlobalPtr::new(buffers.mask.map_or(0, |m| m.0)),
+            alibi_slopes: GlobalPtr::new(0),
+            sinks: GlobalPtr::new(0),
+            cu_seqlens_q: GlobalPtr::new(0),
+            cu_seqlens_k: GlobalPtr::new(0),
+            block_table: GlobalPtr::new(0),
+            partial_o: GlobalPtr::new(0),
+            partial_lse: GlobalPtr::new(0),
+            q_batch_stride: a.q_strides.batch as u64,
+            q_seq_stride: a.q_strides.seq as u64,
+            q_head_stride: a.q_strides.head as u64,
+            k_batch_stride: a.k_strides.batch as u64,
+            k_seq_stride: a.k_strides.seq as u64,
+            k_head_stride: a.k_strides.head as u64,
+            v_batch_stride: a.v_strides.batch as u64,
+            v_seq_stride: a.v_strides.seq as u64,
+            v_head_stride: a.v_strides.head as u64,
+            o_batch_stride: a.o_strides.batch as u64,
+            o_seq_stride: a.o_strides.seq as u64,
+            o_head_stride: a.o_strides.head as u64,
+            lse_batch_stride: lse_batch_stride as u64,
+            lse_head_stride: lse_head_stride as u64,
+            mask_row_stride: mask_row_stride as u64,
+            block_table_stride: paged.map_or(0, |p| p.pages_per_seq) as u64,
+            page_size: paged.map_or(0, |p| p.page_size) as u32,
+            batch: a.batch as u32,
+            seqlen_q: a.seqlen_q as u32,
+            seqlen_k: a.seqlen_k as u32,
+            total_q: total_q as u32,
+            heads_q: a.heads_q as u32,
+            heads_k: a.heads_k as u32,
+            heads_packed: heads_packed as u32,
+            dv: dv as u32,
+            splits: splits as u32,
+            scale,
+            softcap: a.softcap.unwrap_or(0.0),
+            window_left: window(a.window_left, "window_left")?,
+            window_right: window(window_right, "window_right")?,
+            flags,
+        };
+        Ok(AttentionPlan {
+            head,
+            dtype,
+            grid: (row_tiles as u32, groups as u32, splits as u32),
+            block: tile.threads(),
+            smem_bytes: tile.smem_bytes(head),
+            params,
+            heads_packed,
+            splits,
+            cu_seqlens_q: cu_q,
+            cu_seqlens_k: cu_k,
+            block_table: paged.map(|p| p.block_table.clone()),
+            alibi_slopes,
+            sinks: a.sinks.clone(),
+            empty: total_q == 0 || a.batch == 0,
+        })
+    }
+}
+
+/// The optional buffers of a call.
+#[derive(Default)]
+pub struct AttentionExtras<'a> {
+    /// The additive mask (shape in [`Attention::mask`]).
+    pub mask: Option<MaskBuffer<'a>>,
+    /// The log-sum-exp output ([`Attention::lse`]).
+    pub lse: Option<&'a mut CudaSlice<f32>>,
+}
+
+/// An additive mask buffer, f16 or f32.
+pub enum MaskBuffer<'a> {
+    F16(&'a CudaSlice<half::f16>),
+    F32(&'a CudaSlice<f32>),
+}
+
+impl Cukernels {
+    /// Runs `desc` on `stream`: `o = attention(q, k, v)` (see the module docs). Everything is
+    /// validated first; nothing launches on an error.
+    pub fn attention<T, Q, K, V, O>(&self, stream: &Arc<CudaStream>, desc: &Attention, q: &Q, k: &K, v: &V, o: &mut O, extras: AttentionExtras<'_>) -> Result<()>
+    where
+        T: AttentionElement,
+        Q: DevicePtr<T>,
+        K: DevicePtr<T>,
+        V: DevicePtr<T>,
+        O: DevicePtrMut<T>,
+    {
+        self.check_stream(stream)?;
+        let (q_addr, _q_sync) = q.device_ptr(stream);
+        let (k_addr, _k_sync) = k.device_ptr(stream);
+        let (v_addr, _v_sync) = v.device_ptr(stream);
+        let o_len = o.len();
+        let (o_addr, _o_sync) = o.device_ptr_mut(stream);
+        let mask = extras.mask.as_ref().map(|m| match m {
+            MaskBuffer::F16(b) => {
+                let (addr, sync) = b.device_ptr(stream);
+                ((addr, b.len(), false), sync)
+            }
+            MaskBuffer::F32(b) => {
+                let (addr, sync) = b.device_ptr(stream);
+                ((addr, b.len(), true), sync)
+            }
+        });
+        let lse = extras.lse.map(|l| {
+            let len = l.len();
+            let (addr, sync) = l.device_ptr_mut(stream);
+            ((addr, len), sync)
+        });
+        let buffers = AttentionBuffers {
+            q: (q_addr, q.len()),
+            k: (k_addr, k.len()),
+            v: (v_addr, v.len()),
+            o: (o_addr, o_len),
+            lse: lse.as_ref().map(|l| l.0),
+            mask: mask.as_ref().map(|m| m.0),
+        };
+        let plan = desc.plan(T::DTYPE, &buffers, self.attention_config(), self.sm_count())?;
+        self.launch_attention(stream, &plan)
+    }
+
+    /// Uploads the plan's small host arrays, allocates the split workspace, and launches.
+    fn launch_attention(&self, stream: &Arc<CudaStream>, plan: &AttentionPlan) -> Result<()> {
+        if plan.empty {
+            return Ok(());
+        }
+        let mut params = plan.params;
+        // Device copies of the host arrays; they live until this function returns, and
+        // cudarc frees them in stream order, after the kernels that read them.
+        let upload_u32 = |v: &Option<Vec<u32>>| -> Result<Option<CudaSlice<u32>>> { v.as_ref().map(|v| stream.clone_htod(v)).transpose().map_err(Error::from) };
+        let upload_f32 = |v: &Option<Vec<f32>>| -> Result<Option<CudaSlice<f32>>> { v.as_ref().map(|v| stream.clone_htod(v)).transpose().map_err(Error::from) };
+        let cu_q = upload_u32(&plan.cu_seqlens_q)?;
+        let cu_k = upload_u32(&plan.cu_seqlens_k)?;
+        let table = upload_u32(&plan.block_table)?;
+        let slopes = upload_f32(&plan.alibi_slopes)?;
+        let sinks = upload_f32(&plan.sinks)?;
+        let addr_u32 = |b: &Option<CudaSlice<u32>>| b.as_ref().map_or(0, |b| b.device_ptr(stream).0);
+        let addr_f32 = |b: &Option<CudaSlice<f32>>| b.as_ref().map_or(0, |b| b.device_ptr(stream).0);
+        params.cu_seqlens_q = GlobalPtr::new(addr_u32(&cu_q));
+        params.cu_seqlens_k = GlobalPtr::new(addr_u32(&cu_k));
+        params.block_table = GlobalPtr::new(addr_u32(&table));
+        params.alibi_slopes = GlobalPtr::new(addr_f32(&slopes));
+        params.sinks = GlobalPtr::new(addr_f32(&sinks));
+        let workspace = if plan.splits > 1 {
+            let rows = plan.splits * params.heads_q as usize * params.total_q as usize;
+            // SAFETY: uninitialized device memory is never read: every block of the split
+            // launch writes its partial row and LSE (an empty key range writes 0 and −inf)
+            // before the merge, queued after it on the same stream, reads them.
+            let partial_o = unsafe { stream.alloc::<f32>(rows * params.dv as usize) }?;
+            let partial_lse = unsafe { stream.alloc::<f32>(rows) }?;
+            params.partial_o = GlobalPtr::new(partial_o.device_ptr(stream).0);
+            params.partial_lse = GlobalPtr::new(partial_lse.device_ptr(stream).0);
+            Some((partial_o, partial_lse))
+        } else {
+            None
+        };
+        let forward = self.attention_function(Some(plan.head), plan.dtype)?;
+        self.context().bind_to_thread()?;
+        let mut args = params.kernel_args();
+        // SAFETY: `plan` proved that every element the parameters address lies inside the
+        // caller's buffers (held by their SyncOnDrop guards for the duration of the launch)
+        // or the uploads and workspace above (alive until after the launch is queued, freed in
+        // stream order). `args` points at the fields of `params`, alive until cuLaunchKernel
+        // returns, and matches the entry point's parameters by construction (both come from
+        // the one definition of `AttentionParams`).
+        unsafe {
+            cudarc::driver::result::launch_kernel(forward.cu_function(), plan.grid, (plan.block, 1, 1), plan.smem_bytes, stream.cu_stream(), &mut args)?;
+        }
+        if workspace.is_some() {
+            let merge = self.attention_function(None, plan.dtype)?;
+            let rows = params.heads_q * params.total_q;
+            // SAFETY: as above; the merge reads the workspace the forward launch wrote, in
+            // stream order, and writes O's rows (and LSE) that the plan validated.
+            unsafe {
+                cudarc::driver::result::launch_kernel(merge.cu_function(), (rows, 1, 1), (MERGE_THREADS, 1, 1), 0, stream.cu_stream(), &mut args)?;
+            }
+        }
+        drop((cu_q, cu_k, table, slopes, sinks, workspace));
+        Ok(())
+    }
+}

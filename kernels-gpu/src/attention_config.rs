@@ -1,0 +1,427 @@
+//! Flash-attention tile configurations: one row per architecture, one tile per head size in
+//! each row, fixed at compile time and read by both the device build (which instantiates one
+//! kernel per head size and element type) and the host (which launches them). Every tile is
+//! checked against its architecture's shared memory and thread budget by a `const` assertion
+//! at the bottom of this file, so a config that cannot fit does not compile: the Volta crash of
+//! FIELD-REPORTS §2 (an Ampere tile sent to a GPU with less shared memory) cannot be built.
+//!
+//! # Vocabulary (see `kernels-gpu/src/device/attention/mod.rs` for the algorithm)
+//! - **Rows**: a block owns `rows()` query rows. A *row* is one (query position, query head)
+//!   pair; when query heads that share a KV head are packed together (decode), consecutive rows
+//!   are the heads of one position.
+//! - **Warps**: `row_warps × dv_split` warps. Warp `w` owns the rows
+//!   `(w % row_warps)·16·m_tiles ..` (each a set of `m_tiles` matrix-instruction tiles of 16
+//!   rows) and the output columns `(w / row_warps)·D_v/dv_split ..`. A `dv_split` above 1 keeps
+//!   the output accumulators of large `D_v` (512) inside the register file, at the price of
+//!   each warp of a row group computing the same scores.
+//! - **Key tile** `bk`: keys staged in shared memory per step of the main loop.
+//! - **Stages**: key/value tiles in flight (`cp.async`, sm_80+); 1 on sm_70/sm_75, which copy
+//!   through registers.
+//! - **Q in registers**: the query fragments are read from shared memory once, not at every
+//!   key tile; only where the registers allow it.
+
+use crate::arch::Arch;
+
+/// Padding, in elements, at the end of every shared-memory row of Q, K and V. A row of `D`
+/// 2-byte elements is then `D/8 + 1` 16-byte chunks long, an odd number, so the 8 rows an
+/// `ldmatrix` reads (16 bytes each) fall into 8 different bank groups: no conflicts, for every
+/// head size (all multiples of 16), without a swizzle.
+pub const ATTENTION_SMEM_PAD: u32 = 8;
+
+/// Most query rows (query positions × packed heads) of one decode problem: the decode path
+/// packs all the query heads of a KV head into one block's rows when
+/// `seqlen_q · (heads_q / heads_k)` is at most this.
+pub const DECODE_MAX_PACKED_ROWS: u32 = 64;
+
+/// Most blocks one (sequence, head group, row tile) spreads its keys over (flash-decoding); the
+/// partial results take `splits × rows × D_v` floats of workspace.
+pub const MAX_KV_SPLITS: u32 = 128;
+
+/// Fewest key tiles a split must have: below this, a split's fixed cost (loading Q, writing
+/// a partial row) outweighs its keys.
+pub const MIN_KEY_TILES_PER_SPLIT: u32 = 2;
+
+/// The head sizes (`D_k`, `D_v`) with a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AttentionHead {
+    D64,
+    D80,
+    D96,
+    D112,
+    D128,
+    D192,
+    D256,
+    /// DeepSeek-V2/V3 prefill (`D_k` 192 = 128 + 64 rotary, `D_v` 128).
+    D192V128,
+    D320V256,
+    /// DeepSeek MLA decode over the latent cache: K is 576 wide (512 latent + 64 rotary), V
+    /// the first 512 columns (V may alias K).
+    D576V512,
+}
+
+impl AttentionHead {
+    pub const ALL: [AttentionHead; 10] = [
+        AttentionHead::D64,
+        AttentionHead::D80,
+        AttentionHead::D96,
+        AttentionHead::D112,
+        AttentionHead::D128,
+        AttentionHead::D192,
+        AttentionHead::D256,
+        AttentionHead::D192V128,
+        AttentionHead::D320V256,
+        AttentionHead::D576V512,
+    ];
+
+    /// Width of a query and key row.
+    pub const fn dk(self) -> u32 {
+        match self {
+            AttentionHead::D64 => 64,
+            AttentionHead::D80 => 80,
+            AttentionHead::D96 => 96,
+            AttentionHead::D112 => 112,
+            AttentionHead::D128 => 128,
+            AttentionHead::D192 | AttentionHead::D192V128 => 192,
+            AttentionHead::D256 => 256,
+            AttentionHead::D320V256 => 320,
+            AttentionHead::D576V512 => 576,
+        }
+    }
+
+    /// Width of a value and output row.
+    pub const fn dv(self) -> u32 {
+        match self {
+            AttentionHead::D192V128 => 128,
+            AttentionHead::D320V256 => 256,
+            AttentionHead::D576V512 => 512,
+            h => h.dk(),
+        }
+    }
+
+    /// The head of (`dk`, `dv`), if there is a kernel for it.
+    pub fn from_dims(dk: usize, dv: usize) -> Option<AttentionHead> {
+        Self::ALL.into_iter().find(|h| h.dk() as usize == dk && h.dv() as usize == dv)
+    }
+
+    /// Position in [`AttentionHead::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            AttentionHead::D64 => "64",
+            AttentionHead::D80 => "80",
+            AttentionHead::D96 => "96",
+            AttentionHead::D112 => "112",
+            AttentionHead::D128 => "128",
+            AttentionHead::D192 => "192",
+            AttentionHead::D256 => "256",
+            AttentionHead::D192V128 => "192_128",
+            AttentionHead::D320V256 => "320_256",
+            AttentionHead::D576V512 => "576_512",
+        }
+    }
+}
+
+/// Element type of Q, K, V and O (accumulation is always f32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AttentionDtype {
+    F16,
+    Bf16,
+}
+
+impl AttentionDtype {
+    pub const ALL: [AttentionDtype; 2] = [AttentionDtype::F16, AttentionDtype::Bf16];
+    pub const fn name(self) -> &'static str {
+        match self {
+            AttentionDtype::F16 => "f16",
+            AttentionDtype::Bf16 => "bf16",
+        }
+    }
+}
+
+/// How one 16×8×16 step of a matrix product is computed: every path works on the same
+/// register fragments (the `mma.m16n8k16` layout), so the rest of the kernel is shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatrixPath {
+    /// `mma.sync.m16n8k16` (f16 and bf16), sm_80 and newer.
+    Mma16816,
+    /// Two `mma.sync.m16n8k8` (f16 only), sm_75: the k16 fragments are two k8 fragments side
+    /// by side.
+    Mma1688Pair,
+    /// No matrix instruction: each lane gathers its rows and columns from the fragments of its
+    /// warp with shuffles and multiplies in f32. For bf16 on sm_70/sm_75 (no bf16 matrix
+    /// instructions; converting to f16 could overflow) and for sm_70 (whose `m8n8k4` layout is
+    /// not yet implemented).
+    Simt,
+}
+
+/// The matrix path of `arch` for `dtype`.
+pub const fn matrix_path(arch: Arch, dtype: AttentionDtype) -> MatrixPath {
+    match (arch, dtype) {
+        (Arch::Sm70, _) | (Arch::Sm75, AttentionDtype::Bf16) => MatrixPath::Simt,
+        (Arch::Sm75, AttentionDtype::F16) => MatrixPath::Mma1688Pair,
+        _ => MatrixPath::Mma16816,
+    }
+}
+
+/// One head size's tile on one architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionTile {
+    /// 16-row matrix tiles per warp: two halve the shared-memory reads of K and V per
+    /// multiply-add (each fragment read serves two tiles) at the price of twice the
+    /// accumulators.
+    pub m_tiles: u32,
+    /// Warps along the rows.
+    pub row_warps: u32,
+    /// Warps along the output columns (see the module docs).
+    pub dv_split: u32,
+    /// Keys per tile.
+    pub bk: u32,
+    /// Key/value tiles in shared memory (cp.async pipeline depth).
+    pub stages: u32,
+    /// Query fragments held in registers for the whole kernel.
+    pub q_in_registers: bool,
+    /// Designed occupancy: the launch bound.
+    pub blocks_per_sm: u32,
+}
+
+impl AttentionTile {
+    /// Query rows per block.
+    pub const fn rows(&self) -> u32 {
+        16 * self.m_tiles * self.row_warps
+    }
+    pub const fn warps(&self) -> u32 {
+        self.row_warps * self.dv_split
+    }
+    pub const fn threads(&self) -> u32 {
+        32 * self.warps()
+    }
+    /// Dynamic shared memory, bytes: Q (`rows × (D_k + pad)`) and `stages` tiles of K
+    /// (`bk × (D_k + pad)`) and V (`bk × (D_v + pad)`), 2-byte elements.
+    pub const fn smem_bytes(&self, head: AttentionHead) -> u32 {
+        let k_row = head.dk() + ATTENTION_SMEM_PAD;
+        let v_row = head.dv() + ATTENTION_SMEM_PAD;
+        2 * (self.rows() * k_row + self.stages * self.bk * (k_row + v_row))
+    }
+    /// f32 accumulator registers per thread: output, scores, and query fragments if held.
+    pub const fn accumulator_registers(&self, head: AttentionHead) -> u32 {
+        let output = self.m_tiles * (head.dv() / self.dv_split / 8) * 4;
+        let scores = self.m_tiles * (self.bk / 8) * 4;
+        let query = if self.q_in_registers { self.m_tiles * (head.dk() / 16) * 4 } else { 0 };
+        output + scores + query
+    }
+
+    /// Checks the tile against `arch`'s limits and the kernel's shape rules.
+    pub const fn check(&self, arch: Arch, head: AttentionHead) -> Result<(), &'static str> {
+        let l = arch.limits();
+        if self.m_tiles == 0 || self.row_warps == 0 || self.dv_split == 0 || self.bk == 0 || self.stages == 0 {
+            return Err("attention tile: every field must be positive");
+        }
+        if self.bk % 16 != 0 {
+            return Err("attention tile: bk must be a multiple of 16 (one k-step of P·V)");
+        }
+        if (head.dv() / self.dv_split) % 16 != 0 || head.dv() % self.dv_split != 0 {
+            return Err("attention tile: each warp's share of D_v must be a multiple of 16 (ldmatrix pairs)");
+        }
+        if !l.has_cp_async && self.stages != 1 {
+            return Err("attention tile: without cp.async (sm_70, sm_75) the kernel copies through registers into one stage");
+        }
+        if self.threads() > 1024 {
+            return Err("attention tile: more than 1024 threads");
+        }
+        let smem = self.smem_bytes(head);
+        if smem > l.max_smem_per_block {
+            return Err("attention tile: shared memory exceeds the architecture's per-block limit");
+        }
+        if self.blocks_per_sm * (smem + l.reserved_smem_per_block) > l.smem_per_sm {
+            return Err("attention tile: blocks_per_sm blocks do not fit the SM's shared memory");
+        }
+        if self.blocks_per_sm * self.threads() > l.max_threads_per_sm {
+            return Err("attention tile: blocks_per_sm blocks exceed the SM's threads");
+        }
+        // Registers: the launch bound gives each thread regs_per_sm / (blocks · threads), at
+        // most 255; the accumulators plus ~40 for addresses, softmax state and fragments must
+        // fit in it (ptxas in CI proves there are no spills).
+        let budget = {
+            let b = l.regs_per_sm / (self.blocks_per_sm * self.threads());
+            if b > l.max_regs_per_thread { l.max_regs_per_thread } else { b }
+        };
+        if self.accumulator_registers(head) + 40 > budget {
+            return Err("attention tile: accumulators leave too few registers under the launch bound");
+        }
+        Ok(())
+    }
+}
+
+/// One architecture's row: a tile per head size, in [`AttentionHead::ALL`] order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionArchConfig {
+    pub arch: Arch,
+    pub tiles: [AttentionTile; 10],
+}
+
+impl AttentionArchConfig {
+    pub const fn tile(&self, head: AttentionHead) -> AttentionTile {
+        self.tiles[head.index()]
+    }
+}
+
+const fn tile(m_tiles: u32, row_warps: u32, dv_split: u32, bk: u32, stages: u32, q_in_registers: bool, blocks_per_sm: u32) -> AttentionTile {
+    AttentionTile { m_tiles, row_warps, dv_split, bk, stages, q_in_registers, blocks_per_sm }
+}
+
+/// Rows for GPUs with 160 KB or more of shared memory per block (sm_80, sm_90, sm_100).
+/// - 4 warps of one 16-row tile each (64 rows), 64-key tiles, 2 stages; Q in registers up
+///   to head 96 (`4 · D/16` registers), two blocks per SM where the memory allows.
+///   (Two 16-row tiles per warp, as FlashAttention-2 runs head 128, halve the K/V fragment
+///   reads per multiply-add; with them ptxas spilled, so that waits for a leaner main loop.)
+/// - Larger heads: Q re-read from shared memory at every key tile.
+/// - 576/512: `dv_split` 4 keeps 64 output registers per warp; 32-key tiles, one stage (two
+///   would take 175 KB, more than sm_80's 163).
+const BIG_SMEM_TILES: [AttentionTile; 10] = [
+    tile(1, 4, 1, 64, 2, true, 2),   // 64: 46 KB
+    tile(1, 4, 1, 64, 2, true, 2),   // 80: 56 KB
+    tile(1, 4, 1, 64, 2, true, 2),   // 96: 66.5 KB
+    tile(1, 4, 1, 64, 2, false, 2),  // 112: 77 KB
+    tile(1, 4, 1, 64, 2, false, 1),  // 128: 87 KB
+    tile(1, 4, 1, 64, 2, false, 1),  // 192: 125 KB
+    tile(1, 4, 1, 32, 2, false, 1),  // 256: 99 KB (sm_80 has 163 KB)
+    tile(1, 4, 1, 64, 2, false, 1),  // 192/128: 109 KB
+    tile(1, 4, 1, 32, 2, false, 1),  // 320/256: 115 KB
+    tile(1, 2, 4, 32, 1, false, 1),  // 576/512: 8 warps, 32 rows, 108 KB
+];
+
+/// Rows for the 99 KB GPUs (sm_86, sm_89, sm_120): the same shapes, with 32-key tiles and one
+/// block per SM where the big-memory tile does not fit twice.
+const MID_SMEM_TILES: [AttentionTile; 10] = [
+    tile(1, 4, 1, 64, 2, true, 2),   // 64: 46 KB
+    tile(1, 4, 1, 64, 2, true, 1),   // 80: 56 KB
+    tile(1, 4, 1, 64, 2, true, 1),   // 96: 66.5 KB
+    tile(1, 4, 1, 64, 2, false, 1),  // 112: 77 KB
+    tile(1, 4, 1, 64, 2, false, 1),  // 128: 87 KB
+    tile(1, 4, 1, 32, 2, false, 1),  // 192: 75 KB
+    tile(1, 4, 1, 32, 2, false, 1),  // 256: 99 KB
+    tile(1, 4, 1, 32, 2, false, 1),  // 192/128: 67 KB
+    tile(1, 2, 1, 32, 1, false, 1),  // 320/256: 57.5 KB
+    tile(1, 1, 4, 32, 1, false, 1),  // 576/512: 87 KB
+];
+
+/// Small accumulators for the paths without bf16 matrix instructions: every warp holds at
+/// most 64 output columns (`dv_split` spreads wider heads over more warps, which each compute
+/// the same scores) and 32-key score tiles, so that the shuffle-and-FMA products of
+/// [`MatrixPath::Simt`] (ten times a matrix instruction's code) stay fully unrolled in
+/// registers. Built for 96 KB (sm_70); sm_75 takes the same tiles where they fit its 64 KB.
+const fn small_accumulator_tiles(bk_576: u32) -> [AttentionTile; 10] {
+    [
+        tile(1, 4, 1, 32, 1, false, 2),     // 64: 18 KB
+        tile(1, 4, 1, 32, 1, false, 2),     // 80
+        tile(1, 4, 2, 32, 1, false, 1),     // 96
+        tile(1, 4, 1, 32, 1, false, 1),     // 112 (112/16 = 7 does not split)
+        tile(1, 4, 2, 32, 1, false, 1),     // 128: 8 warps, 34 KB
+        tile(1, 2, 4, 32, 1, false, 1),     // 192
+        tile(1, 2, 4, 32, 1, false, 1),     // 256: 8 warps, 32 rows, 50.5 KB
+        tile(1, 4, 2, 32, 1, false, 1),     // 192/128
+        tile(1, 2, 4, 32, 1, false, 1),     // 320/256: 59 KB
+        tile(1, 1, 8, bk_576, 1, false, 1), // 576/512: 8 warps of 64 columns
+    ]
+}
+
+/// sm_75 (T4): 64 KB per block, 1024 threads per SM, no cp.async (one stage, copied through
+/// registers); f16 runs on `m16n8k8` pairs, bf16 on the shuffle path, so the small-accumulator
+/// tiles, with 16-key tiles for 576/512 (54 KB).
+const SM75_TILES: [AttentionTile; 10] = small_accumulator_tiles(16);
+
+/// sm_70 (V100): 96 KB per block, no cp.async, no ldmatrix, no `m16n8k16`: the shuffle path
+/// and the small-accumulator tiles (576/512: 89 KB). FIELD-REPORTS §2: head 256 and 320 must
+/// fit 96 KB, which the `const` check below proves.
+const SM70_TILES: [AttentionTile; 10] = small_accumulator_tiles(32);
+
+/// Every architecture's row, in [`Arch::ALL`] order.
+pub const ATTENTION_CONFIGS: [AttentionArchConfig; 8] = [
+    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES },
+    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES },
+    AttentionArchConfig { arch: Arch::Sm80, tiles: BIG_SMEM_TILES },
+    AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES },
+    AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES },
+    AttentionArchConfig { arch: Arch::Sm90, tiles: BIG_SMEM_TILES },
+    AttentionArchConfig { arch: Arch::Sm100, tiles: BIG_SMEM_TILES },
+    AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES },
+];
+
+/// The attention row of one architecture.
+pub const fn attention_config(arch: Arch) -> &'static AttentionArchConfig {
+    &ATTENTION_CONFIGS[arch as usize]
+}
+
+/// Threads of the merge kernel (one block per output row; the threads stride over `D_v`).
+pub const MERGE_THREADS: u32 = 128;
+
+/// Calls `$callback!` with every attention entry point: (name, head, dtype) for the forward
+/// kernels, then the merge kernels as (name, dtype).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_attention_kernels {
+    ($callback:ident) => {
+        $callback! {
+            forward: [
+                (cukernels_attention_64_f16, D64, F16), (cukernels_attention_64_bf16, D64, Bf16),
+                (cukernels_attention_80_f16, D80, F16), (cukernels_attention_80_bf16, D80, Bf16),
+                (cukernels_attention_96_f16, D96, F16), (cukernels_attention_96_bf16, D96, Bf16),
+                (cukernels_attention_112_f16, D112, F16), (cukernels_attention_112_bf16, D112, Bf16),
+                (cukernels_attention_128_f16, D128, F16), (cukernels_attention_128_bf16, D128, Bf16),
+                (cukernels_attention_192_f16, D192, F16), (cukernels_attention_192_bf16, D192, Bf16),
+                (cukernels_attention_256_f16, D256, F16), (cukernels_attention_256_bf16, D256, Bf16),
+                (cukernels_attention_192_128_f16, D192V128, F16), (cukernels_attention_192_128_bf16, D192V128, Bf16),
+                (cukernels_attention_320_256_f16, D320V256, F16), (cukernels_attention_320_256_bf16, D320V256, Bf16),
+                (cukernels_attention_576_512_f16, D576V512, F16), (cukernels_attention_576_512_bf16, D576V512, Bf16)
+            ],
+            merge: [(cukernels_attention_merge_f16, F16), (cukernels_attention_merge_bf16, Bf16)]
+        }
+    };
+}
+
+/// One attention entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionKernel {
+    pub entry_point: &'static str,
+    /// `None`: the merge kernel of split launches.
+    pub head: Option<AttentionHead>,
+    pub dtype: AttentionDtype,
+}
+
+macro_rules! attention_kernel_table {
+    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
+        /// Every attention entry point of every module: the forward kernels, then the merges.
+        pub const ATTENTION_KERNELS: &[AttentionKernel] = &[
+            $(AttentionKernel { entry_point: stringify!($name), head: Some(AttentionHead::$head), dtype: AttentionDtype::$dtype },)*
+            $(AttentionKernel { entry_point: stringify!($mname), head: None, dtype: AttentionDtype::$mdtype },)*
+        ];
+    };
+}
+with_attention_kernels!(attention_kernel_table);
+
+/// Position in [`ATTENTION_KERNELS`] of the forward kernel of (`head`, `dtype`), or of the
+/// merge kernel of `dtype` when `head` is `None`.
+pub fn attention_kernel_index(head: Option<AttentionHead>, dtype: AttentionDtype) -> usize {
+    ATTENTION_KERNELS.iter().position(|k| k.head == head && k.dtype == dtype).expect("every (head, dtype) has an entry point")
+}
+
+// Compile-time proof that every tile fits its architecture and every row sits at its
+// Arch::ALL index.
+const _: () = {
+    let mut i = 0;
+    while i < ATTENTION_CONFIGS.len() {
+        let row = &ATTENTION_CONFIGS[i];
+        assert!(row.arch as u8 == Arch::ALL[i] as u8, "ATTENTION_CONFIGS must follow Arch::ALL order");
+        let mut h = 0;
+        while h < AttentionHead::ALL.len() {
+            if let Err(why) = row.tiles[h].check(row.arch, AttentionHead::ALL[h]) {
+                panic!("{}", why);
+            }
+            h += 1;
+        }
+        i += 1;
+    }
+};

@@ -1,0 +1,734 @@
+//! # Flash attention, forward: `O = softmax(scale · Q·Kᵀ + bias) · V`
+//!
+//! ## The algorithm (one pass, online softmax)
+//! The scores `S = Q·Kᵀ` of a block's query rows are never stored: the keys are walked in
+//! tiles of `BK`, and for each tile the block computes that tile's scores, turns them into
+//! probabilities against the running row maximum `m`, and adds `P·V` to an output accumulator.
+//! When a new tile raises a row's maximum from `m` to `m'`, the row's accumulator and its
+//! running denominator `l` are rescaled by `2^(m − m')` (scores are kept in log2 units, so
+//! every exponential is one `ex2`). At the end the row is divided by `l`, and its log-sum-exp
+//! is `m + log2 l` (converted to natural log).
+//!
+//! ## Rows, warps and fragments
+//! A block owns `ROWS = 16 · M_TILES · ROW_WARPS` *rows*; a row is a (query position, query
+//! head) pair. Prefill blocks own one head's positions; decode blocks pack the query heads
+//! that share a KV head (GQA) into their rows, so the K/V tile in shared memory serves all of
+//! them (`heads_packed`). Every row of a block reads the same KV head.
+//!
+//! Warp `w` owns `M_TILES` tiles of 16 rows (row group `w % ROW_WARPS`) and the output columns
+//! `(w / ROW_WARPS)·DVW ..` (`DVW = D_v / DV_SPLIT`). It computes its rows' scores against the
+//! whole key tile (warps of one row group computing the same scores when `DV_SPLIT > 1`: the
+//! price of fitting `D_v = 512` accumulators in registers). All products use the register
+//! fragments of `mma.m16n8k16` (see `ptx.rs`): a thread holds 2 rows × 2 columns of each 16×8
+//! score or output tile. The score fragments of two neighbouring 8-key tiles are, once
+//! rounded to 16 bits, exactly the A fragment of the `P·V` product: P never leaves registers.
+//! Three matrix paths compute a 16×8×16 step on those fragments ([`MatrixPath`]):
+//! `mma.m16n8k16` (sm_80+), two `mma.m16n8k8` (sm_75, f16) or lane shuffles and f32 FMAs
+//! (bf16 on sm_70/sm_75, and sm_70), so everything else is shared by every architecture.
+//!
+//! ## Shared memory and the pipeline
+//! Q (`ROWS × D_k`), and `STAGES` tiles of K (`BK × D_k`) and V (`BK × D_v`), each row padded by
+//! [`ATTENTION_SMEM_PAD`] elements so that `ldmatrix` reads are conflict-free. With `cp.async`
+//! (sm_80+) the copy of key tile `t + 1` is in flight while tile `t` is computed; sm_70/sm_75
+//! copy each tile through registers before computing it (their occupancy hides the latency).
+//! Rows past a sequence's end are zero-filled, so a masked key's V row is 0, never garbage
+//! (0 · NaN would poison the row).
+//!
+//! ## Where masks, ALiBi, softcap and sinks enter
+//! For each score, in this order (natural-log units):
+//! 1. `x = scale · q·k` (the softmax scale; default `1/√D_k` on the host);
+//! 2. softcap: `x = cap · tanh(x / cap)`;
+//! 3. the additive mask: `x += mask[i][j]` (−inf allowed);
+//! 4. ALiBi: `x −= slope_h · |i + L_k − L_q − j|`;
+//! 5. visibility: causal and sliding window, aligned bottom-right (query `i` sees key `j` iff
+//!    `d − left ≤ j ≤ d + right`, `d = i + L_k − L_q`; causal is `right = 0`), and `j < L_k`:
+//!    an invisible key's score is −inf.
+//!
+//! A tile that no bound can cut and no mask, ALiBi or softcap touches skips all of this (one
+//! multiply per score). The key tiles wholly outside every row's window are never visited.
+//! Sinks (one logit per head) join the denominator at the end: with `M = max(m, sink)`,
+//! `O = Σ 2^(s−M)·v / (Σ 2^(s−M) + 2^(sink−M))`. A row that sees no key gets `O = 0` (and
+//! LSE −inf without a sink), never NaN.
+//!
+//! ## Split keys (flash-decoding)
+//! With `splits > 1` (`gridDim.z`), block `z` takes an even share of the row tile's key tiles
+//! and writes its normalized partial output (f32) and log-sum-exp to a workspace; the merge
+//! kernel (`merge.rs`) combines the splits of each row by their LSEs, in split order, so a
+//! decode step gives the same bits on every run. Sinks are applied by the merge.
+//!
+//! ## Paged K/V
+//! With `PAGED`, key `j` of sequence `b` is slot `j % page_size` of page
+//! `block_table[b][j / page_size]`; only the address of each copied row changes.
+
+mod merge;
+
+use super::ptx::{
+    block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32, ldmatrix_x4,
+    ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2, pack_f16x2, rcp, shared_address, shfl_idx,
+    shfl_xor_f32, sync_threads, thread_idx_x,
+};
+use super::BUILD_CONFIG;
+use crate::abi::{attention_params_entry, AttentionParams};
+use crate::attention_config::{attention_config, matrix_path, AttentionDtype, AttentionHead, MatrixPath, ATTENTION_SMEM_PAD};
+use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
+
+const PAD: usize = ATTENTION_SMEM_PAD as usize;
+const LOG2E: f32 = core::f32::consts::LOG2_E;
+const LN2: f32 = core::f32::consts::LN_2;
+
+/// Matrix paths as const-generic values.
+const PATH_MMA16816: u8 = 0;
+const PATH_MMA1688_PAIR: u8 = 1;
+const PATH_SIMT: u8 = 2;
+
+const fn path_id(p: MatrixPath) -> u8 {
+    match p {
+        MatrixPath::Mma16816 => PATH_MMA16816,
+        MatrixPath::Mma1688Pair => PATH_MMA1688_PAIR,
+        MatrixPath::Simt => PATH_SIMT,
+    }
+}
+
+/// `ldmatrix` exists from sm_75 on; sm_70 reads fragments with ordinary shared loads.
+const HAS_LDMATRIX: bool = BUILD_CONFIG.sm() >= 75;
+/// `cp.async` exists from sm_80 on.
+const HAS_CP_ASYNC: bool = BUILD_CONFIG.limits().has_cp_async;
+
+/// A matrix in shared memory: its generic pointer (ordinary loads and stores) and its
+/// shared-state-space address (`ldmatrix`, `cp.async`). The address is computed once, from the
+/// start of the allocation, and every element's address is that plus a plain integer offset,
+/// which ptxas folds into the instruction's immediate. (Converting each element's pointer
+/// with `cvta` instead gave LLVM one opaque value per fragment, which it hoisted out of the
+/// main loop and kept live: some 70 registers.)
+#[derive(Clone, Copy)]
+struct Shared {
+    ptr: *mut u16,
+    addr: u32,
+}
+
+impl Shared {
+    /// The same matrix, its address hidden from the optimizer ([`opaque`]): the fragment
+    /// addresses derived from it are then recomputed in each key tile (a few integer adds)
+    /// rather than hoisted out of the main loop and kept live across it.
+    #[inline(always)]
+    fn opaque(self) -> Shared {
+        Shared { ptr: opaque(self.ptr as u64) as *mut u16, addr: opaque(self.addr) }
+    }
+
+    /// The matrix starting `elements` 2-byte elements further.
+    #[inline(always)]
+    fn offset(self, elements: usize) -> Shared {
+        // SAFETY (of later use): callers stay inside the block's allocation.
+        Shared { ptr: self.ptr.wrapping_add(elements), addr: self.addr + 2 * elements as u32 }
+    }
+}
+
+/// 16 bytes, for vector copies.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Chunk([u32; 4]);
+
+/// `c + a·b` for one 16×8×16 step, on the shared fragment layout, by the build's path.
+#[inline(always)]
+fn mma<const PATH: u8, const BF16: bool>(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    match PATH {
+        PATH_MMA16816 => {
+            if BF16 {
+                mma_m16n8k16_bf16(a, b, c)
+            } else {
+                mma_m16n8k16_f16(a, b, c)
+            }
+        }
+        PATH_MMA1688_PAIR => mma_m16n8k8_f16([a[2], a[3]], b[1], mma_m16n8k8_f16([a[0], a[1]], b[0], c)),
+        _ => simt_mma::<BF16>(a, b, c),
+    }
+}
+
+/// The two 16-bit elements of `x` as f32 (low, high), exactly.
+#[inline(always)]
+fn unpack<const BF16: bool>(x: u32) -> (f32, f32) {
+    if BF16 {
+        (f32::from_bits(x << 16), f32::from_bits(x & 0xffff_0000))
+    } else {
+        (f16_to_f32(x & 0xffff), f16_to_f32(x >> 16))
+    }
+}
+
+#[inline(always)]
+fn pack<const BF16: bool>(lo: f32, hi: f32) -> u32 {
+    if BF16 {
+        pack_bf16x2(lo, hi)
+    } else {
+        pack_f16x2(lo, hi)
+    }
+}
+
+/// A 16×8×16 step without a matrix instruction: lane (g, t) needs row g and g + 8 of A (held
+/// by the four lanes of its quad) and columns 2t and 2t + 1 of B (held by the quads 2t and
+/// 2t + 1); it fetches them with shuffles, four source lanes at a time, and accumulates in
+/// f32 with the inputs converted exactly.
+#[inline(always)]
+fn simt_mma<const BF16: bool>(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let lane = thread_idx_x() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let mut c = c;
+    let dot = |x: u32, y: u32, acc: f32| {
+        let (x0, x1) = unpack::<BF16>(x);
+        let (y0, y1) = unpack::<BF16>(y);
+        acc + x0 * y0 + x1 * y1
+    };
+    for source in 0..4u32 {
+        let a_lane = 4 * g + source;
+        let (a0, a1, a2, a3) = (shfl_idx(a[0], a_lane), shfl_idx(a[1], a_lane), shfl_idx(a[2], a_lane), shfl_idx(a[3], a_lane));
+        let (n0, n1) = (4 * (2 * t) + source, 4 * (2 * t + 1) + source);
+        let (b00, b01, b10, b11) = (shfl_idx(b[0], n0), shfl_idx(b[1], n0), shfl_idx(b[0], n1), shfl_idx(b[1], n1));
+        // a0/a1 hold k = 2·source, +1 of rows g / g + 8; a2/a3 k + 8. b?0 hold k = 2·source, +1.
+        c[0] = dot(a2, b01, dot(a0, b00, c[0]));
+        c[1] = dot(a2, b11, dot(a0, b10, c[1]));
+        c[2] = dot(a3, b01, dot(a1, b00, c[2]));
+        c[3] = dot(a3, b11, dot(a1, b10, c[3]));
+    }
+    c
+}
+
+/// The A fragment of the 16×16 block at (`row0`, `col0`) of a row-major shared matrix of
+/// 2-byte elements with rows of `stride` elements.
+///
+/// Safety: the block lies inside the shared allocation; the whole warp calls it together.
+#[inline(always)]
+unsafe fn load_a(m: Shared, stride: usize, row0: usize, col0: usize) -> [u32; 4] {
+    let lane = (thread_idx_x() % 32) as usize;
+    if HAS_LDMATRIX {
+        let row = row0 + lane % 8 + 8 * ((lane / 8) % 2);
+        let col = col0 + 8 * (lane / 16);
+        ldmatrix_x4(m.offset(row * stride + col).addr)
+    } else {
+        let (g, t) = (lane / 4, lane % 4);
+        let at = |r: usize, c: usize| *m.ptr.add((row0 + r) * stride + col0 + c).cast::<u32>();
+        [at(g, 2 * t), at(g + 8, 2 * t), at(g, 2 * t + 8), at(g + 8, 2 * t + 8)]
+    }
+}
+
+/// The B fragments of two 8-column tiles for `A·Bᵀ` where the shared matrix holds Bᵀ's rows
+/// (K: a row per key, `n0 .. n0 + 16`, columns `col0 .. col0 + 16`): `[b0, b1]` of keys
+/// `n0 ..`, then of keys `n0 + 8 ..`.
+///
+/// Safety: as [`load_a`].
+#[inline(always)]
+unsafe fn load_b_rows(m: Shared, stride: usize, n0: usize, col0: usize) -> [u32; 4] {
+    let lane = (thread_idx_x() % 32) as usize;
+    if HAS_LDMATRIX {
+        let row = n0 + lane % 8 + 8 * (lane / 16);
+        let col = col0 + 8 * ((lane / 8) % 2);
+        ldmatrix_x4(m.offset(row * stride + col).addr)
+    } else {
+        let (g, t) = (lane / 4, lane % 4);
+        let at = |r: usize, c: usize| *m.ptr.add((n0 + r) * stride + col0 + c).cast::<u32>();
+        [at(g, 2 * t), at(g, 2 * t + 8), at(g + 8, 2 * t), at(g + 8, 2 * t + 8)]
+    }
+}
+
+/// The B fragments of two 8-column tiles for `P·V` where the shared matrix is V itself (a row
+/// per key `k0 .. k0 + 16`, columns `col0 .. col0 + 16`): `[b0, b1]` of columns `col0 ..`,
+/// then of columns `col0 + 8 ..`.
+///
+/// Safety: as [`load_a`].
+#[inline(always)]
+unsafe fn load_b_cols(m: Shared, stride: usize, k0: usize, col0: usize) -> [u32; 4] {
+    let lane = (thread_idx_x() % 32) as usize;
+    if HAS_LDMATRIX {
+        let row = k0 + lane % 8 + 8 * ((lane / 8) % 2);
+        let col = col0 + 8 * (lane / 16);
+        ldmatrix_x4_trans(m.offset(row * stride + col).addr)
+    } else {
+        let (g, t) = (lane / 4, lane % 4);
+        let at = |r: usize, c: usize| *m.ptr.add((k0 + r) * stride + col0 + c) as u32;
+        let pair = |r: usize, c: usize| at(r, c) | at(r + 1, c) << 16;
+        [pair(2 * t, g), pair(2 * t + 8, g), pair(2 * t, g + 8), pair(2 * t + 8, g + 8)]
+    }
+}
+
+/// Copies `ROWS` rows of `D` 2-byte elements into shared memory (rows of `D + PAD`), 16 bytes
+/// at a time where `vector` (with `cp.async` on sm_80+, through registers before), else
+/// element by element. `row(r)` is the global address of row `r`, or `None` for a row past
+/// the data, which is zero-filled.
+///
+/// Safety: every address `row` returns has `D` readable elements (16-byte aligned when
+/// `vector`); `dst` holds `ROWS × (D + PAD)` elements of this block's shared memory.
+#[inline(always)]
+unsafe fn copy_rows<const ROWS: usize, const D: usize, const THREADS: usize>(dst: Shared, vector: bool, row: impl Fn(usize) -> Option<*const u16>) {
+    let chunks_per_row = D / 8;
+    let mut i = thread_idx_x() as usize;
+    while i < ROWS * chunks_per_row {
+        let (r, c) = (i / chunks_per_row, i % chunks_per_row);
+        let to_shared = dst.offset(r * (D + PAD) + c * 8);
+        let to = to_shared.ptr;
+        match row(r) {
+            Some(src) => {
+                let from = src.add(c * 8);
+                if !vector {
+                    for e in 0..8 {
+                        *to.add(e) = *from.add(e);
+                    }
+                } else if HAS_CP_ASYNC {
+                    cp_async_16(to_shared.addr, from.cast(), 16);
+                } else {
+                    *to.cast::<Chunk>() = *from.cast::<Chunk>();
+                }
+            }
+            None => *to.cast::<Chunk>() = Chunk([0; 4]),
+        }
+        i += THREADS;
+    }
+}
+
+/// Where a block's sequence lies: its first query and key rows in the tensors, and lengths.
+struct Sequence {
+    q_start: usize,
+    len_q: usize,
+    k_start: usize,
+    len_k: usize,
+}
+
+#[inline(always)]
+unsafe fn sequence(p: &AttentionParams, b: usize) -> Sequence {
+    let (q_start, len_q) = if p.flags & VARLEN != 0 {
+        let start = *p.cu_seqlens_q.ptr().add(b) as usize;
+        (start, *p.cu_seqlens_q.ptr().add(b + 1) as usize - start)
+    } else {
+        (0, p.seqlen_q as usize)
+    };
+    let (k_start, len_k) = if p.flags & KEY_LENGTHS != 0 {
+        let start = *p.cu_seqlens_k.ptr().add(b) as usize;
+        (start, *p.cu_seqlens_k.ptr().add(b + 1) as usize - start)
+    } else {
+        (0, p.seqlen_k as usize)
+    };
+    // Paged keys are addressed through the block table, not from a start row.
+    let k_start = if p.flags & PAGED != 0 || p.flags & VARLEN == 0 { 0 } else { k_start };
+    Sequence { q_start, len_q, k_start, len_k }
+}
+
+/// `cap · tanh(x / cap)` from `ex2` (`tanh.approx` is sm_75+): `tanh y = 1 − 2 / (e^{2y} + 1)`.
+#[inline(always)]
+fn softcap(x: f32, cap: f32, inv_cap: f32) -> f32 {
+    let e = exp2(2.0 * LOG2E * x * inv_cap);
+    cap * (1.0 - 2.0 * rcp(e + 1.0))
+}
+
+/// The forward kernel (see the module docs). `ROWS = 16 · M_TILES · ROW_WARPS`, `K_STEPS = DK / 16`, `S_TILES = BK / 8`,
+/// `O_TILES = DV / DV_SPLIT / 8`, `Q_FRAGS = K_STEPS` when Q stays in registers (else 1),
+/// `THREADS = 32 · ROW_WARPS · DV_SPLIT`: stable Rust cannot compute array lengths from
+/// const generics.
+///
+/// Safety: the host validated every address the parameters describe.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn forward<
+    const ROWS: usize,
+    const DK: usize,
+    const DV: usize,
+    const M_TILES: usize,
+    const ROW_WARPS: usize,
+    const DV_SPLIT: usize,
+    const BK: usize,
+    const STAGES: usize,
+    const Q_IN_REGISTERS: bool,
+    const PATH: u8,
+    const BF16: bool,
+    const K_STEPS: usize,
+    const S_TILES: usize,
+    const O_TILES: usize,
+    const Q_FRAGS: usize,
+    const THREADS: usize,
+>(
+    p: &AttentionParams,
+) {
+    const { assert!(K_STEPS == DK / 16 && S_TILES == BK / 8 && O_TILES == DV / DV_SPLIT / 8 && THREADS == 32 * ROW_WARPS * DV_SPLIT) };
+    const { assert!(Q_FRAGS == if Q_IN_REGISTERS { K_STEPS } else { 1 } && ROWS == 16 * M_TILES * ROW_WARPS) };
+    let rows_per_block = ROWS;
+    let (k_row, v_row) = (DK + PAD, DV + PAD);
+    let flags = p.flags;
+
+    // ---- Which rows and keys this block owns ----
+    let heads_packed = p.heads_packed as usize;
+    let groups = p.heads_q as usize / heads_packed;
+    let (b, group) = (block_idx_y() as usize / groups, block_idx_y() as usize % groups);
+    let kv_head = group * heads_packed / (p.heads_q / p.heads_k) as usize;
+    let seq = sequence(p, b);
+    let rows = seq.len_q * heads_packed;
+    let row0 = block_idx_x() as usize * rows_per_block;
+    if row0 >= rows {
+        return;
+    }
+    let last_row = if row0 + rows_per_block < rows { row0 + rows_per_block } else { rows } - 1;
+    let diag_offset = seq.len_k as i64 - seq.len_q as i64;
+    let (left, right) = (p.window_left as i64, p.window_right as i64);
+    // Keys some row of the block may see.
+    let first_key = if left >= 0 { (((row0 / heads_packed) as i64) + diag_offset - left).max(0) } else { 0 };
+    let end_key = if right >= 0 { (((last_row / heads_packed) as i64) + diag_offset + right + 1).min(seq.len_k as i64) } else { seq.len_k as i64 };
+    let (tile_lo, tile_hi) = if end_key > first_key { (first_key as usize / BK, (end_key as usize).div_ceil(BK)) } else { (0, 0) };
+    let splits = p.splits as usize;
+    let split = block_idx_z() as usize;
+    let n_tiles = tile_hi - tile_lo;
+    let my_lo = tile_lo + split * n_tiles / splits;
+    let my_hi = tile_lo + (split + 1) * n_tiles / splits;
+
+    // ---- Shared memory ----
+    let smem_ptr = dynamic_smem();
+    let smem = Shared { ptr: smem_ptr.cast::<u16>(), addr: shared_address(smem_ptr) };
+    let q_smem = smem;
+    let k_smem = |s: usize| smem.offset(rows_per_block * k_row + s * BK * k_row);
+    let v_smem = |s: usize| smem.offset(rows_per_block * k_row + STAGES * BK * k_row + s * BK * v_row);
+    let vector = flags & QKV_VECTOR != 0;
+
+    // Global address of row `r` of the block (None past the sequence).
+    let row_at = |r: usize| -> Option<(usize, usize)> {
+        let row = row0 + r;
+        if row < rows {
+            Some((row / heads_packed, group * heads_packed + row % heads_packed))
+        } else {
+            None
+        }
+    };
+    let q_batch = if flags & VARLEN != 0 { 0 } else { b * p.q_batch_stride as usize };
+    copy_rows::<ROWS, DK, THREADS>(q_smem, vector, |r| {
+        row_at(r).map(|(q, h)| p.q.ptr().add(q_batch + (seq.q_start + q) * p.q_seq_stride as usize + h * p.q_head_stride as usize) as *const u16)
+    });
+    // Key `j`'s row in K (or V, with that tensor's strides).
+    let key_row = |j: usize, base: *const u16, batch_stride: usize, seq_stride: usize, head_stride: usize| -> *const u16 {
+        if flags & PAGED != 0 {
+            let page = *p.block_table.ptr().add(b * p.block_table_stride as usize + j / p.page_size as usize) as usize;
+            base.add(page * batch_stride + (j % p.page_size as usize) * seq_stride + kv_head * head_stride)
+        } else {
+            let batch = if flags & VARLEN != 0 { 0 } else { b * batch_stride };
+            base.add(batch + (seq.k_start + j) * seq_stride + kv_head * head_stride)
+        }
+    };
+    // The copy's inputs are hidden from the optimizer (`opaque`), so that each tile's row
+    // addresses are computed when the tile is copied instead of once, before the main loop,
+    // and kept live in registers the accumulators need.
+    let load_tile = |tile: usize, stage: usize| {
+        let j0 = tile * BK;
+        let (k_base, v_base) = (opaque(p.k.ptr() as u64) as *const u16, opaque(p.v.ptr() as u64) as *const u16);
+        copy_rows::<BK, DK, THREADS>(k_smem(stage).opaque(), vector, |r| {
+            let j = j0 + r;
+            if j < seq.len_k {
+                Some(key_row(j, k_base, p.k_batch_stride as usize, opaque(p.k_seq_stride) as usize, p.k_head_stride as usize))
+            } else {
+                None
+            }
+        });
+        copy_rows::<BK, DV, THREADS>(v_smem(stage).opaque(), vector, |r| {
+            let j = j0 + r;
+            if j < seq.len_k {
+                Some(key_row(j, v_base, p.v_batch_stride as usize, opaque(p.v_seq_stride) as usize, p.v_head_stride as usize))
+            } else {
+                None
+            }
+        });
+    };
+    // With two or more stages, tile t + 1 is copied while tile t is computed; with one, each
+    // tile is copied (and waited for) before it is computed.
+    let prefetch = HAS_CP_ASYNC && STAGES > 1;
+    if prefetch && my_lo < my_hi {
+        load_tile(my_lo, 0);
+    }
+    if HAS_CP_ASYNC {
+        cp_async_commit();
+    }
+
+    // ---- This thread's place in the fragments ----
+    let tid = thread_idx_x() as usize;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let warp_row0 = (warp % ROW_WARPS) * 16 * M_TILES;
+    let dv_col0 = (warp / ROW_WARPS) * (DV / DV_SPLIT);
+
+    let mut q_frags = [[[0u32; 4]; Q_FRAGS]; M_TILES];
+    let mut o_acc = [[[0f32; 4]; O_TILES]; M_TILES];
+    // Running maximum (log2 units) and this lane's part of the denominator, per
+    // (tile, row g or g + 8).
+    let mut m_run = [[f32::NEG_INFINITY; 2]; M_TILES];
+    let mut l_run = [[0f32; 2]; M_TILES];
+    let scale_log2 = p.scale * LOG2E;
+    let general = flags & (MASK | ALIBI | SOFTCAP) != 0;
+    let inv_cap = if flags & SOFTCAP != 0 { 1.0 / p.softcap } else { 0.0 };
+
+    let mut stage = 0;
+    let mut tile = my_lo;
+    while tile < my_hi {
+        // ---- Bring key tile `tile` into shared memory, start the next one ----
+        if prefetch {
+            cp_async_wait(0);
+            sync_threads();
+            if tile + 1 < my_hi {
+                load_tile(tile + 1, (stage + 1) % STAGES);
+            }
+            cp_async_commit();
+        } else {
+            sync_threads();
+            load_tile(tile, 0);
+            if HAS_CP_ASYNC {
+                cp_async_commit();
+                cp_async_wait(0);
+            }
+            sync_threads();
+        }
+        if Q_IN_REGISTERS && tile == my_lo {
+            for mt in 0..M_TILES {
+                for ks in 0..Q_FRAGS {
+                    q_frags[mt][ks] = load_a(q_smem, k_row, warp_row0 + mt * 16, ks * 16);
+                }
+            }
+        }
+        let (ks_base, vs_base, qs_base) = (k_smem(stage).opaque(), v_smem(stage).opaque(), q_smem.opaque());
+
+        // ---- S = Q · Kᵀ for this warp's rows and the tile's BK keys ----
+        let mut s = [[[0f32; 4]; S_TILES]; M_TILES];
+        // Q from registers: the loop is unrolled (static indices into `q_frags`). Q from shared
+        // memory: a rolled loop (its trip count hidden from LLVM), so ptxas cannot hoist the
+        // fragment reads of every k-step ahead of the first multiply and run out of registers.
+        let k_steps = if Q_IN_REGISTERS { K_STEPS } else { opaque(K_STEPS as u32) as usize };
+        let mut ks = 0;
+        while ks < k_steps {
+            let mut a = [[0u32; 4]; M_TILES];
+            for mt in 0..M_TILES {
+                a[mt] = if Q_IN_REGISTERS { q_frags[mt][ks] } else { load_a(qs_base, k_row, warp_row0 + mt * 16, ks * 16) };
+            }
+            for np in 0..S_TILES / 2 {
+                let bf = load_b_rows(ks_base, k_row, np * 16, ks * 16);
+                for mt in 0..M_TILES {
+                    s[mt][2 * np] = mma::<PATH, BF16>(a[mt], [bf[0], bf[1]], s[mt][2 * np]);
+                    s[mt][2 * np + 1] = mma::<PATH, BF16>(a[mt], [bf[2], bf[3]], s[mt][2 * np + 1]);
+                }
+            }
+            ks += 1;
+        }
+
+        // ---- Scores: scale, softcap, mask, ALiBi, visibility (log2 units) ----
+        let j0 = tile * BK;
+        let q_first = (row0 / heads_packed) as i64;
+        let q_last = (last_row / heads_packed) as i64;
+        let uncut = j0 + BK <= seq.len_k
+            && (right < 0 || (j0 + BK - 1) as i64 <= q_first + diag_offset + right)
+            && (left < 0 || j0 as i64 >= q_last + diag_offset - left);
+        if uncut && !general {
+            for mt in 0..M_TILES {
+                for nt in 0..S_TILES {
+                    for e in 0..4 {
+                        s[mt][nt][e] *= scale_log2;
+                    }
+                }
+            }
+        } else {
+            // One pass per feature, each behind a block-uniform test, so that no score carries
+            // a chain of per-element branches (which cost ptxas registers it does not have).
+            for mt in 0..M_TILES {
+                for nt in 0..S_TILES {
+                    for e in 0..4 {
+                        let x = s[mt][nt][e] * p.scale;
+                        s[mt][nt][e] = if flags & SOFTCAP != 0 { softcap(x, p.softcap, inv_cap) } else { x };
+                    }
+                }
+            }
+            for mt in 0..M_TILES {
+                for half in 0..2 {
+                    let place = row_at(warp_row0 + mt * 16 + g + 8 * half);
+                    let (q, h) = place.unwrap_or((0, 0));
+                    let diag = q as i64 + diag_offset;
+                    if flags & MASK != 0 && place.is_some() {
+                        let mask_row = q * p.mask_row_stride as usize;
+                        for nt in 0..S_TILES {
+                            for e in 0..2 {
+                                let j = j0 + nt * 8 + 2 * t + e;
+                                if j < seq.len_k {
+                                    let at = mask_row + j;
+                                    s[mt][nt][2 * half + e] += if flags & MASK_F32 != 0 {
+                                        *p.mask.ptr().cast::<f32>().add(at)
+                                    } else {
+                                        f16_to_f32(*p.mask.ptr().cast::<u16>().add(at) as u32)
+                                    };
+                                }
+                            }
+                        }
+                    }
+                    if flags & ALIBI != 0 && place.is_some() {
+                        let slope = *p.alibi_slopes.ptr().add(h);
+                        for nt in 0..S_TILES {
+                            for e in 0..2 {
+                                let j = (j0 + nt * 8 + 2 * t + e) as i64;
+                                s[mt][nt][2 * half + e] -= slope * (diag - j).unsigned_abs() as f32;
+                            }
+                        }
+                    }
+                    let lowest = if left >= 0 { diag - left } else { i64::MIN };
+                    let highest = if right >= 0 { (diag + right).min(seq.len_k as i64 - 1) } else { seq.len_k as i64 - 1 };
+                    for nt in 0..S_TILES {
+                        for e in 0..2 {
+                            let j = (j0 + nt * 8 + 2 * t + e) as i64;
+                            let x = s[mt][nt][2 * half + e] * LOG2E;
+                            s[mt][nt][2 * half + e] = if j >= lowest && j <= highest { x } else { f32::NEG_INFINITY };
+                        }
+                    }
+                }
+            }
+        }
+
+        // ---- Online softmax: new row maxima, rescale, probabilities ----
+        for mt in 0..M_TILES {
+            for half in 0..2 {
+                let mut mx = f32::NEG_INFINITY;
+                for nt in 0..S_TILES {
+                    mx = mx.max(s[mt][nt][2 * half]).max(s[mt][nt][2 * half + 1]);
+                }
+                mx = mx.max(shfl_xor_f32(mx, 1));
+                mx = mx.max(shfl_xor_f32(mx, 2));
+                let m_new = m_run[mt][half].max(mx);
+                // A row that has seen no visible key yet keeps 0 as its reference, so that
+                // exp2(−inf − reference) is 0, not NaN.
+                let reference = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+                let correction = exp2(m_run[mt][half] - reference);
+                m_run[mt][half] = m_new;
+                l_run[mt][half] *= correction;
+                for ot in 0..O_TILES {
+                    o_acc[mt][ot][2 * half] *= correction;
+                    o_acc[mt][ot][2 * half + 1] *= correction;
+                }
+                for nt in 0..S_TILES {
+                    for e in 0..2 {
+                        let prob = exp2(s[mt][nt][2 * half + e] - reference);
+                        s[mt][nt][2 * half + e] = prob;
+                        l_run[mt][half] += prob;
+                    }
+                }
+            }
+        }
+
+        // ---- O += P · V: P's fragments are the score fragments, rounded to 16 bits ----
+        for kk in 0..BK / 16 {
+            let mut pa = [[0u32; 4]; M_TILES];
+            for mt in 0..M_TILES {
+                let (lo, hi) = (s[mt][2 * kk], s[mt][2 * kk + 1]);
+                pa[mt] = [pack::<BF16>(lo[0], lo[1]), pack::<BF16>(lo[2], lo[3]), pack::<BF16>(hi[0], hi[1]), pack::<BF16>(hi[2], hi[3])];
+            }
+            for dp in 0..O_TILES / 2 {
+                let bf = load_b_cols(vs_base, v_row, kk * 16, dv_col0 + dp * 16);
+                for mt in 0..M_TILES {
+                    o_acc[mt][2 * dp] = mma::<PATH, BF16>(pa[mt], [bf[0], bf[1]], o_acc[mt][2 * dp]);
+                    o_acc[mt][2 * dp + 1] = mma::<PATH, BF16>(pa[mt], [bf[2], bf[3]], o_acc[mt][2 * dp + 1]);
+                }
+            }
+        }
+        stage = (stage + 1) % STAGES;
+        tile += 1;
+    }
+    if HAS_CP_ASYNC {
+        // No copy may still be writing shared memory when the block exits.
+        cp_async_wait(0);
+    }
+
+    // ---- Epilogue: normalize, sinks, store O (and LSE, or the split's partials) ----
+    let split_mode = flags & SPLIT != 0;
+    for mt in 0..M_TILES {
+        for half in 0..2 {
+            let mut l = l_run[mt][half];
+            l += shfl_xor_f32(l, 1);
+            l += shfl_xor_f32(l, 2);
+            let r = warp_row0 + mt * 16 + g + 8 * half;
+            let Some((q, h)) = row_at(r) else { continue };
+            let m = m_run[mt][half];
+            // factor: what the accumulator is multiplied by; lse: log2-sum-exp of the row.
+            let (factor, lse2) = if flags & SINKS != 0 && !split_mode {
+                let sink = *p.sinks.ptr().add(h) * LOG2E;
+                let top = m.max(sink);
+                let kept = exp2(m - top);
+                let total = l * kept + exp2(sink - top);
+                (kept * rcp(total), top + log2(total))
+            } else if l > 0.0 {
+                (rcp(l), m + log2(l))
+            } else {
+                (0.0, f32::NEG_INFINITY)
+            };
+            let q_global = if flags & VARLEN != 0 { seq.q_start + q } else { b * p.seqlen_q as usize + q };
+            if split_mode {
+                let row_id = h * p.total_q as usize + q_global;
+                let slot = split * p.heads_q as usize * p.total_q as usize + row_id;
+                let out = p.partial_o.ptr_mut().add(slot * DV);
+                for ot in 0..O_TILES {
+                    let d = dv_col0 + ot * 8 + 2 * t;
+                    *out.add(d) = o_acc[mt][ot][2 * half] * factor;
+                    *out.add(d + 1) = o_acc[mt][ot][2 * half + 1] * factor;
+                }
+                if t == 0 && dv_col0 == 0 {
+                    *p.partial_lse.ptr_mut().add(slot) = lse2 * LN2;
+                }
+                continue;
+            }
+            let o_batch = if flags & VARLEN != 0 { 0 } else { b * p.o_batch_stride as usize };
+            let out = p.o.ptr_mut().add(o_batch + (seq.q_start + q) * p.o_seq_stride as usize + h * p.o_head_stride as usize);
+            for ot in 0..O_TILES {
+                let d = dv_col0 + ot * 8 + 2 * t;
+                let packed = pack::<BF16>(o_acc[mt][ot][2 * half] * factor, o_acc[mt][ot][2 * half + 1] * factor);
+                if flags & O_PAIRS != 0 {
+                    *out.add(d).cast::<u32>() = packed;
+                } else {
+                    *out.add(d) = packed as u16;
+                    *out.add(d + 1) = (packed >> 16) as u16;
+                }
+            }
+            if flags & WRITE_LSE != 0 && t == 0 && dv_col0 == 0 {
+                let lse_batch = if flags & VARLEN != 0 { 0 } else { b * p.lse_batch_stride as usize };
+                *p.lse.ptr_mut().add(lse_batch + h * p.lse_head_stride as usize + seq.q_start + q) = lse2 * LN2;
+            }
+        }
+    }
+}
+
+/// Defines the forward entry point of (`$head`, `$dtype`) with the build's config row.
+macro_rules! attention_entry {
+    ($name:ident, $head:ident, $dtype:ident) => {
+        attention_params_entry!(
+            /// Flash-attention forward entry point (see the module docs). Arguments are
+            /// validated by the host.
+            ///
+            /// # Safety
+            /// Every pointer must cover the elements the parameters address.
+            $name,
+            |params| {
+                const HEAD: AttentionHead = AttentionHead::$head;
+                const DTYPE: AttentionDtype = AttentionDtype::$dtype;
+                const T: crate::attention_config::AttentionTile = attention_config(BUILD_CONFIG).tile(HEAD);
+                const DK: usize = HEAD.dk() as usize;
+                const DV: usize = HEAD.dv() as usize;
+                const Q_FRAGS: usize = if T.q_in_registers { DK / 16 } else { 1 };
+                forward::<
+                    { T.rows() as usize },
+                    DK,
+                    DV,
+                    { T.m_tiles as usize },
+                    { T.row_warps as usize },
+                    { T.dv_split as usize },
+                    { T.bk as usize },
+                    { T.stages as usize },
+                    { T.q_in_registers },
+                    { path_id(matrix_path(BUILD_CONFIG, DTYPE)) },
+                    { matches!(DTYPE, AttentionDtype::Bf16) },
+                    { DK / 16 },
+                    { T.bk as usize / 8 },
+                    { DV / T.dv_split as usize / 8 },
+                    Q_FRAGS,
+                    { T.threads() as usize },
+                >(&params)
+            }
+        );
+    };
+}
+
+macro_rules! define_attention_entries {
+    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
+        $(attention_entry!($name, $head, $dtype);)*
+        $(merge::merge_entry!($mname, $mdtype);)*
+    };
+}
+crate::with_attention_kernels!(define_attention_entries);

@@ -1,0 +1,188 @@
+//! Attention without a GPU: the config table's invariants, the validation of every kind of bad
+//! input (a typed error naming the argument, before anything launches), the launch plans
+//! (decode packing and split rule), and the f64 reference on cases with known answers.
+
+use cukernels::{
+    alibi_slopes, attention_config, matrix_path, Alibi, Arch, Attention, AttentionBuffers, AttentionDtype, AttentionHead, Error, MaskShape, MatrixPath, PagedKv,
+    Strides, ATTENTION_CONFIGS, ATTENTION_KERNELS,
+};
+use cukernels_tests::attention_ref::{attention_reference, AttentionInputs};
+
+#[test]
+fn every_architecture_has_a_fitting_tile_for_every_head_size() {
+    for row in ATTENTION_CONFIGS {
+        let l = row.arch.limits();
+        for head in AttentionHead::ALL {
+            let t = row.tile(head);
+            t.check(row.arch, head).unwrap();
+            assert!(t.smem_bytes(head) <= l.max_smem_per_block, "{} head {}", row.arch, head.name());
+            assert_eq!(head.dv() % (16 * t.dv_split), 0);
+            for dtype in AttentionDtype::ALL {
+                assert!(ATTENTION_KERNELS.iter().any(|k| k.head == Some(head) && k.dtype == dtype));
+            }
+        }
+    }
+    // FIELD-REPORTS §2: head 256 and 320 on Volta fit its 96 KB (and Turing's 64 KB).
+    for arch in [Arch::Sm70, Arch::Sm75] {
+        for head in [AttentionHead::D256, AttentionHead::D320V256, AttentionHead::D576V512] {
+            assert!(attention_config(arch).tile(head).smem_bytes(head) <= arch.limits().max_smem_per_block);
+        }
+    }
+    // bf16 never runs on a matrix instruction that lacks it.
+    assert_eq!(matrix_path(Arch::Sm70, AttentionDtype::Bf16), MatrixPath::Simt);
+    assert_eq!(matrix_path(Arch::Sm75, AttentionDtype::Bf16), MatrixPath::Simt);
+    assert_eq!(matrix_path(Arch::Sm75, AttentionDtype::F16), MatrixPath::Mma1688Pair);
+    assert_eq!(matrix_path(Arch::Sm80, AttentionDtype::Bf16), MatrixPath::Mma16816);
+    // A tile that does not fit is refused.
+    let mut t = attention_config(Arch::Sm90).tile(AttentionHead::D256);
+    t.bk = 128;
+    t.stages = 3;
+    assert!(t.check(Arch::Sm75, AttentionHead::D256).is_err());
+}
+
+/// Buffers large enough for `d`, at distinct aligned addresses.
+fn buffers(d: &Attention) -> AttentionBuffers {
+    let n = d.buffer_lengths().unwrap();
+    AttentionBuffers { q: (1 << 30, n.q), k: (2 << 30, n.k), v: (3 << 30, n.v), o: (4 << 30, n.o), lse: d.lse.then_some((5 << 30, n.lse)), mask: None }
+}
+
+fn plan(d: &Attention) -> Result<cukernels::AttentionPlan, Error> {
+    d.plan(AttentionDtype::F16, &buffers(d), attention_config(Arch::Sm90), 132)
+}
+
+fn invalid_name(r: Result<cukernels::AttentionPlan, Error>) -> String {
+    match r {
+        Err(Error::InvalidArgument { name, value, reason }) => {
+            assert!(!reason.is_empty() && !value.is_empty());
+            name.to_string()
+        }
+        Err(e) => format!("other: {e}"),
+        Ok(_) => "ok".into(),
+    }
+}
+
+#[test]
+fn bad_input_is_a_typed_error_naming_the_argument() {
+    let d = Attention::new(2, 64, 64, 8, 2, 128);
+    assert!(plan(&d).is_ok());
+    assert_eq!(invalid_name(plan(&Attention::new(1, 4, 4, 2, 2, 72))), "head_dim");
+    assert_eq!(invalid_name(plan(&Attention::new(1, 4, 4, 2, 2, 128).head_dim_v(64))), "head_dim");
+    assert_eq!(invalid_name(plan(&Attention::new(1, 4, 4, 6, 4, 64))), "heads_q");
+    assert_eq!(invalid_name(plan(&Attention::new(1, 4, 4, 2, 0, 64))), "heads_k");
+    assert_eq!(invalid_name(plan(&d.clone().softcap(0.0))), "softcap");
+    assert_eq!(invalid_name(plan(&d.clone().scale(f32::NAN))), "scale");
+    assert_eq!(invalid_name(plan(&d.clone().sinks(vec![0.0; 7]))), "sinks");
+    assert_eq!(invalid_name(plan(&d.clone().alibi(Alibi::Slopes(vec![0.1; 3])))), "alibi_slopes");
+    assert_eq!(invalid_name(plan(&d.clone().alibi(Alibi::MaxBias(f32::INFINITY)))), "max_bias");
+    assert_eq!(invalid_name(plan(&d.clone().splits(0))), "splits");
+    assert_eq!(invalid_name(plan(&d.clone().splits(1000))), "splits");
+    assert_eq!(invalid_name(plan(&Attention::new(70000, 1, 8, 1, 1, 64))), "batch");
+    // Buffers.
+    let mut b = buffers(&d);
+    b.k.1 -= 1;
+    assert!(matches!(d.plan(AttentionDtype::F16, &b, attention_config(Arch::Sm90), 132), Err(Error::BufferTooSmall { name: "k", .. })));
+    let mut b = buffers(&d);
+    b.o.0 = b.q.0 + 64;
+    assert!(matches!(d.plan(AttentionDtype::F16, &b, attention_config(Arch::Sm90), 132), Err(Error::Overlap(_))));
+    let overlapping_rows = d.clone().strides(d.q_strides, d.k_strides, d.v_strides, Strides { batch: 64 * 8 * 128, seq: 8 * 128, head: 64 });
+    assert!(matches!(plan(&overlapping_rows), Err(Error::Overlap(_))));
+    // LSE and mask buffers must match what the descriptor asks for.
+    let mut b = buffers(&d);
+    b.lse = Some((5 << 30, 10));
+    assert_eq!(invalid_name(d.plan(AttentionDtype::F16, &b, attention_config(Arch::Sm90), 132)), "lse");
+    let lse = d.clone().with_lse();
+    let mut b = buffers(&lse);
+    b.lse.as_mut().unwrap().1 = 2 * 8 * 64 - 1;
+    assert!(matches!(lse.plan(AttentionDtype::F16, &b, attention_config(Arch::Sm90), 132), Err(Error::BufferTooSmall { name: "lse", .. })));
+    let masked = d.clone().mask(MaskShape { rows: 64, cols: 63, row_stride: 64 });
+    let mut b = buffers(&masked);
+    b.mask = Some((6 << 30, 64 * 64, false));
+    assert_eq!(invalid_name(masked.plan(AttentionDtype::F16, &b, attention_config(Arch::Sm90), 132)), "mask");
+    let masked = d.clone().mask(MaskShape { rows: 64, cols: 64, row_stride: 60 });
+    assert_eq!(invalid_name(masked.plan(AttentionDtype::F16, &b, attention_config(Arch::Sm90), 132)), "mask.row_stride");
+    let masked = d.clone().mask(MaskShape { rows: 64, cols: 64, row_stride: 64 });
+    b.mask = Some((6 << 30, 64 * 64 - 1, true));
+    assert!(matches!(masked.plan(AttentionDtype::F16, &b, attention_config(Arch::Sm90), 132), Err(Error::BufferTooSmall { name: "mask", .. })));
+    assert_eq!(invalid_name(plan(&masked)), "mask", "a mask shape without a buffer");
+    // Packed sequences.
+    let v = |q: Vec<u32>, k: Vec<u32>| Attention::new(0, 0, 0, 2, 2, 64).varlen(q, k);
+    assert!(plan(&v(vec![0, 3, 3, 10], vec![0, 0, 5, 9])).is_ok());
+    assert_eq!(invalid_name(plan(&v(vec![0, 3, 2, 10], vec![0, 1, 5, 9]))), "cu_seqlens_q");
+    assert_eq!(invalid_name(plan(&v(vec![1, 3, 4, 10], vec![0, 1, 5, 9]))), "cu_seqlens_q");
+    let mut wrong_len = v(vec![0, 3, 4, 10], vec![0, 1, 5, 9]);
+    wrong_len.varlen.as_mut().unwrap().cu_seqlens_k.pop();
+    assert_eq!(invalid_name(plan(&wrong_len)), "cu_seqlens_k");
+    // Paged K/V.
+    let paged = |table: Vec<u32>, lens: Option<Vec<u32>>| {
+        Attention::new(2, 1, 100, 4, 2, 128).paged(PagedKv { page_size: 16, pages: 20, pages_per_seq: 7, block_table: table, seqlens_k: lens })
+    };
+    assert!(plan(&paged((0..14).collect(), Some(vec![100, 3]))).is_ok());
+    assert_eq!(invalid_name(plan(&paged((0..14).map(|p| p * 2).collect(), None))), "block_table");
+    assert_eq!(invalid_name(plan(&paged((0..13).collect(), None))), "block_table");
+    assert_eq!(invalid_name(plan(&paged((0..14).collect(), Some(vec![101, 3])))), "seqlens_k");
+    assert_eq!(invalid_name(plan(&paged((0..14).collect(), Some(vec![1])))), "seqlens_k");
+    let mut too_long = paged((0..14).collect(), None);
+    too_long.seqlen_k = 113;
+    assert_eq!(invalid_name(plan(&too_long)), "seqlen_k");
+}
+
+#[test]
+fn decode_packs_query_heads_and_splits_the_keys() {
+    // One sequence, GQA 4, 16k keys: 8 blocks of packed heads would leave an H200 idle.
+    let p = plan(&Attention::new(1, 1, 16384, 32, 8, 128)).unwrap();
+    assert_eq!(p.heads_packed, 4);
+    assert!(p.splits > 1 && p.grid.0 * p.grid.1 * p.grid.2 >= 132, "{p:?}");
+    // Prefill fills the GPU by itself: no packing, no split.
+    let p = plan(&Attention::new(4, 4096, 4096, 32, 8, 128)).unwrap();
+    assert_eq!((p.heads_packed, p.splits), (1, 1));
+    // GQA 32 with 4 queries: 128 rows do not fit one block's 64; 16 heads are packed.
+    let p = plan(&Attention::new(1, 4, 8192, 64, 2, 128)).unwrap();
+    assert_eq!(p.heads_packed, 16);
+    // Short keys are not split below MIN_KEY_TILES_PER_SPLIT tiles per split.
+    let p = plan(&Attention::new(1, 1, 64, 8, 8, 128)).unwrap();
+    assert_eq!(p.splits, 1);
+}
+
+#[test]
+fn alibi_slopes_follow_ggml() {
+    // 12 heads: n = 8, m0 = 2^(-8/8) = 0.5, m1 = 2^(-4/8).
+    let s = alibi_slopes(12, 8.0);
+    assert_eq!(s.len(), 12);
+    assert!((s[0] - 0.5).abs() < 1e-7 && (s[7] - 0.5f32.powi(8)).abs() < 1e-9);
+    let m1 = 2f32.powf(-0.5);
+    assert!((s[8] - m1).abs() < 1e-7 && (s[11] - m1.powi(7)).abs() < 1e-7);
+}
+
+#[test]
+fn the_reference_gives_known_answers() {
+    // One key: O is its V row. Causal with equal lengths: row 0 sees key 0 only.
+    let d = Attention::new(1, 3, 3, 1, 1, 64).causal().with_lse();
+    let q: Vec<f32> = (0..4 * 64).map(|i| (i % 7) as f32 * 0.1).collect();
+    let k: Vec<f32> = (0..3 * 64).map(|i| (i % 5) as f32 * 0.1).collect();
+    let v: Vec<f32> = (0..3 * 64).map(|i| i as f32).collect();
+    let r = attention_reference(&d, &AttentionInputs { q: &q, k: &k, v: &v, mask: None });
+    for c in 0..64 {
+        assert_eq!(r.o[c], (c, c as f64));
+    }
+    // Fully masked rows (seqlen_q > seqlen_k, causal): zeros and LSE −inf; with a sink, zeros
+    // and LSE = the sink.
+    let d = Attention::new(1, 4, 2, 1, 1, 64).causal().with_lse();
+    let r = attention_reference(&d, &AttentionInputs { q: &q, k: &k, v: &v, mask: None });
+    assert!(r.o[..64].iter().all(|x| x.1 == 0.0) && r.lse[0].1 == f64::NEG_INFINITY && r.lse[2].1.is_finite());
+    let r = attention_reference(&d.clone().sinks(vec![0.75]), &AttentionInputs { q: &q, k: &k, v: &v, mask: None });
+    assert!(r.o[..64].iter().all(|x| x.1 == 0.0) && r.lse[0].1 == 0.75);
+    // Equal keys: uniform weights, O the mean of the visible V rows, LSE = s + ln(n).
+    let k1: Vec<f32> = (0..3 * 64).map(|i| (i % 64) as f32 * 0.01).collect();
+    let d = Attention::new(1, 1, 3, 1, 1, 64).with_lse();
+    let r = attention_reference(&d, &AttentionInputs { q: &q, k: &k1, v: &v, mask: None });
+    for c in 0..64 {
+        assert!((r.o[c].1 - (c as f64 + 64.0)).abs() < 1e-9);
+    }
+    let s: f64 = (0..64).map(|c| q[c] as f64 * k1[c] as f64).sum::<f64>() / 8.0;
+    assert!((r.lse[0].1 - (s + 3f64.ln())).abs() < 1e-9);
+    // A −inf mask entry removes a key: the mean of the other two.
+    let mask = [0.0, f32::NEG_INFINITY, 0.0];
+    let d = d.mask(MaskShape { rows: 1, cols: 3, row_stride: 3 });
+    let r = attention_reference(&d, &AttentionInputs { q: &q, k: &k1, v: &v, mask: Some(&mask) });
+    assert!((r.o[0].1 - 64.0).abs() < 1e-9);
+}

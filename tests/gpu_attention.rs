@@ -1,0 +1,432 @@
+//! Flash attention on a real GPU, with every architecture's config: on an sm_90 device the
+//! PTX of sm_70 to sm_89 (JIT-compiled by the driver: their configs and their matrix paths,
+//! including sm_70's shuffle path and sm_75's m16n8k8 pairs), the sm_90 cubin, and the sm_100
+//! and sm_120 rows built for sm_90 (`config-probes`). Each case draws fresh random inputs
+//! (rounded to f16/bf16; the reference reads the rounded values), computes an f64 reference
+//! once, then for every config poisons O (NaN everywhere, gaps included) and the LSE, runs,
+//! and checks every element per element: `|o − ref| ≤ atol + rtol·|ref|` with
+//! (atol, rtol) = (4e-3, 4e-3) for f16 and (2e-2, 2e-2) for bf16 (P is rounded to the element
+//! type before P·V, as in FlashAttention-2), no NaN, every addressed element written and every
+//! gap element left as it was.
+//!
+//! These tests need a CUDA GPU and are `#[ignore]`d otherwise: run them with
+//! `cargo test -p cukernels-tests --test gpu_attention -- --ignored` (or `scripts/device-run.sh`).
+//! `CUKERNELS_TEST_QUICK=1` keeps only the small cases (for compute-sanitizer runs).
+
+use cukernels::cudarc::driver::{CudaSlice, CudaStream};
+use cukernels::{
+    artifacts, device_context, Alibi, Arch, ArtifactKind, Attention, AttentionDtype, AttentionElement, AttentionExtras, Cukernels, Error, KernelFamily, MaskBuffer,
+    MaskShape, PagedKv, Strides,
+};
+use cukernels_tests::attention_ref::{attention_reference, AttentionExpected, AttentionInputs};
+use cukernels_tests::rng;
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use std::sync::Arc;
+
+struct Gpu {
+    stream: Arc<CudaStream>,
+    /// One handle per architecture config this device can run (cubin where one runs).
+    handles: Vec<Cukernels>,
+}
+
+fn gpu() -> Gpu {
+    let ctx = device_context(0).expect("these tests need a CUDA GPU");
+    let (major, minor) = ctx.compute_capability().unwrap();
+    let (major, minor) = (major as u32, minor as u32);
+    let mut handles = Vec::new();
+    for config in Arch::ALL {
+        // The config's own target where it runs here (a cubin or PTX), else its sm_90 probe.
+        let candidates: Vec<_> = artifacts::embedded().iter().filter(|a| a.family == KernelFamily::Attention && a.config == config && a.runs_on(major, minor)).collect();
+        let pick = candidates.iter().find(|a| a.kind == ArtifactKind::Cubin).or_else(|| candidates.first());
+        if let Some(a) = pick {
+            handles.push(Cukernels::with_artifact(&ctx, a.target, a.config, a.kind).unwrap());
+        }
+    }
+    let names: Vec<String> = handles.iter().map(|h| h.artifact(KernelFamily::Attention).to_string()).collect();
+    eprintln!("GPU sm_{major}{minor}: testing attention configs {names:?}");
+    if major == 9 {
+        assert_eq!(handles.len(), 8, "every architecture's config must be testable on an sm_90 device: {names:?}");
+    }
+    for h in &handles {
+        h.preload_family(KernelFamily::Attention).unwrap();
+    }
+    Gpu { stream: ctx.default_stream(), handles }
+}
+
+fn quick() -> bool {
+    std::env::var("CUKERNELS_TEST_QUICK").is_ok_and(|v| v == "1")
+}
+
+trait Element: AttentionElement + Copy + Send + Sync + 'static {
+    const ATOL: f64;
+    const RTOL: f64;
+    fn from_f32(x: f32) -> Self;
+    fn to_f32(self) -> f32;
+    fn bits(self) -> u16;
+}
+impl Element for f16 {
+    const ATOL: f64 = 4e-3;
+    const RTOL: f64 = 4e-3;
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+}
+impl Element for bf16 {
+    const ATOL: f64 = 2e-2;
+    const RTOL: f64 = 2e-2;
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+}
+
+/// What the mask of a case holds.
+#[derive(Clone, Copy, PartialEq)]
+enum MaskKind {
+    None,
+    F16,
+    F32,
+}
+
+/// One test case: a problem, the mask's element type, and layout twists.
+#[derive(Clone)]
+struct Case {
+    name: String,
+    desc: Attention,
+    mask: MaskKind,
+    /// Q, K, V and O start one element into their buffers (no 16-byte vectors).
+    unaligned: bool,
+    /// V is K's buffer (its first `head_dim_v` columns), as MLA's latent cache.
+    v_is_k: bool,
+    /// Scale of Q's random values (larger: sharper softmax).
+    q_scale: f32,
+}
+
+impl Case {
+    fn new(name: impl Into<String>, desc: Attention) -> Case {
+        Case { name: name.into(), desc, mask: MaskKind::None, unaligned: false, v_is_k: false, q_scale: 1.0 }
+    }
+    fn mask(mut self, kind: MaskKind) -> Case {
+        self.mask = kind;
+        let d = &self.desc;
+        self.desc.mask = Some(MaskShape { rows: d.seqlen_q, cols: d.seqlen_k, row_stride: d.seqlen_k + 3 });
+        self
+    }
+}
+
+fn round<T: Element>(x: &[f32]) -> (Vec<T>, Vec<f32>) {
+    let t: Vec<T> = x.iter().map(|&v| T::from_f32(v)).collect();
+    let back = t.iter().map(|v| v.to_f32()).collect();
+    (t, back)
+}
+
+fn random(rng: &mut StdRng, len: usize, scale: f32) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0f32..1.0) * scale).collect()
+}
+
+fn upload<T: cukernels::cudarc::driver::DeviceRepr>(stream: &Arc<CudaStream>, v: &[T]) -> CudaSlice<T> {
+    stream.clone_htod(v).unwrap()
+}
+
+/// Runs `case` in element type `T` on every config and checks it.
+fn run_case<T: Element>(gpu: &Gpu, case: &Case) {
+    let label = format!("{} {:?}", case.name, T::DTYPE);
+    let mut rng = rng(&label);
+    let d = &case.desc;
+    let lengths = d.buffer_lengths().unwrap();
+    let off = usize::from(case.unaligned);
+    let (q_host, q) = round::<T>(&random(&mut rng, lengths.q + off, case.q_scale));
+    let (k_host, k) = round::<T>(&random(&mut rng, lengths.k.max(lengths.v) + off, 1.0));
+    let (v_host, v) = if case.v_is_k { (k_host.clone(), k.clone()) } else { round::<T>(&random(&mut rng, lengths.v + off, 1.0)) };
+    // The mask: values in [-3, 0], and a tenth of the entries −inf, plus whole rows of −inf.
+    let mask_f32: Option<Vec<f32>> = d.mask.map(|m| {
+        let mut x: Vec<f32> = (0..(m.rows - 1) * m.row_stride + m.cols).map(|_| if rng.random_bool(0.1) { f32::NEG_INFINITY } else { rng.random_range(-3.0f32..0.0) }).collect();
+        if m.rows > 2 {
+            for c in 0..m.cols {
+                x[m.row_stride + c] = f32::NEG_INFINITY;
+            }
+        }
+        if case.mask == MaskKind::F16 {
+            x = x.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+        }
+        x
+    });
+    let inputs = AttentionInputs { q: &q[off..], k: &k[off..], v: &v[off..], mask: mask_f32.as_deref() };
+    let expected: AttentionExpected = attention_reference(d, &inputs);
+    assert!(expected.o.iter().all(|x| x.1.is_finite()), "{label}: the reference has a non-finite output");
+
+    let stream = &gpu.stream;
+    let q_dev = upload(stream, &q_host);
+    let k_dev = upload(stream, &k_host);
+    let v_dev = upload(stream, &v_host);
+    let mask16 = mask_f32.as_ref().filter(|_| case.mask == MaskKind::F16).map(|m| upload(stream, &m.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>()));
+    let mask32 = mask_f32.as_ref().filter(|_| case.mask == MaskKind::F32).map(|m| upload(stream, m));
+    let poison = T::from_f32(f32::NAN);
+    let o_len = lengths.o + off + 5;
+    let mut written = vec![false; o_len];
+    for &(i, _) in &expected.o {
+        written[i + off] = true;
+    }
+    for h in &gpu.handles {
+        let who = format!("{label} [{}]", h.artifact(KernelFamily::Attention));
+        let mut o_dev = upload(stream, &vec![poison; o_len]);
+        let mut lse_dev = upload(stream, &vec![f32::NAN; lengths.lse.max(1)]);
+        let (q_view, k_view, v_view) = (q_dev.slice(off..), k_dev.slice(off..), if case.v_is_k { k_dev.slice(off..) } else { v_dev.slice(off..) });
+        let mut o_view = o_dev.slice_mut(off..);
+        let extras = AttentionExtras {
+            mask: match (&mask16, &mask32) {
+                (Some(m), _) => Some(MaskBuffer::F16(m)),
+                (_, Some(m)) => Some(MaskBuffer::F32(m)),
+                _ => None,
+            },
+            lse: if d.lse { Some(&mut lse_dev) } else { None },
+        };
+        h.attention(stream, d, &q_view, &k_view, &v_view, &mut o_view, extras).unwrap_or_else(|e| panic!("{who}: {e}"));
+        drop(o_view);
+        let o: Vec<T> = stream.clone_dtoh(&o_dev).unwrap();
+        stream.synchronize().unwrap_or_else(|e| panic!("{who}: {e}"));
+        let mut bad = Vec::new();
+        for &(i, want) in &expected.o {
+            let got = o[i + off].to_f32() as f64;
+            if !(got - want).abs().le(&(T::ATOL + T::RTOL * want.abs())) {
+                bad.push(format!("O[{i}] = {got} (want {want})"));
+            }
+        }
+        for (i, was_written) in written.iter().enumerate() {
+            if !was_written && o[i].bits() != poison.bits() {
+                bad.push(format!("O[{}] outside the output was overwritten ({})", i as i64 - off as i64, o[i].to_f32()));
+            }
+        }
+        if d.lse {
+            let lse: Vec<f32> = stream.clone_dtoh(&lse_dev).unwrap();
+            for &(i, want) in &expected.lse {
+                let got = lse[i] as f64;
+                let ok = if want == f64::NEG_INFINITY { got == f64::NEG_INFINITY } else { (got - want).abs() <= 2e-3 + 1e-3 * want.abs() };
+                if !ok {
+                    bad.push(format!("LSE[{i}] = {got} (want {want})"));
+                }
+            }
+        }
+        assert!(bad.is_empty(), "{who}: {} wrong of {} ({} splits?):\n{}", bad.len(), expected.o.len(), d.splits.unwrap_or(0), bad.iter().take(12).cloned().collect::<Vec<_>>().join("\n"));
+    }
+}
+
+fn run(gpu: &Gpu, cases: &[Case], dtypes: &[AttentionDtype]) {
+    for case in cases {
+        for &dt in dtypes {
+            match dt {
+                AttentionDtype::F16 => run_case::<f16>(gpu, case),
+                AttentionDtype::Bf16 => run_case::<bf16>(gpu, case),
+            }
+        }
+    }
+}
+
+const BOTH: [AttentionDtype; 2] = [AttentionDtype::F16, AttentionDtype::Bf16];
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_head_size_causal_and_not_with_gqa() {
+    let gpu = gpu();
+    let mut cases = Vec::new();
+    for (dk, dv) in [(64, 64), (80, 80), (96, 96), (112, 112), (128, 128), (192, 192), (256, 256), (192, 128), (320, 256), (576, 512)] {
+        cases.push(Case::new(format!("head {dk}/{dv}, 113×113, GQA 2"), Attention::new(2, 113, 113, 4, 2, dk).head_dim_v(dv)));
+        cases.push(Case::new(format!("head {dk}/{dv}, causal 17×113, MQA"), Attention::new(1, 17, 113, 3, 1, dk).head_dim_v(dv).causal().with_lse()));
+    }
+    run(&gpu, &cases, &BOTH);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sequence_lengths_both_ways() {
+    let gpu = gpu();
+    let mut cases = Vec::new();
+    let lens: &[usize] = if quick() { &[1, 17, 113] } else { &[1, 17, 113, 1000, 4097] };
+    for &lq in lens {
+        for &lk in lens {
+            if lq * lk > 1_000_000 && lq != lk {
+                continue;
+            }
+            cases.push(Case::new(format!("{lq}×{lk} causal"), Attention::new(1, lq, lk, 2, 1, 128).causal().with_lse()));
+            if lq <= 1000 && lk <= 1000 {
+                cases.push(Case::new(format!("{lq}×{lk}"), Attention::new(2, lq, lk, 2, 2, 64)));
+            }
+        }
+    }
+    run(&gpu, &cases, &BOTH);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gqa_ratios_prefill_and_decode() {
+    let gpu = gpu();
+    let mut cases = Vec::new();
+    for ratio in [1, 4, 8, 16, 32, 48] {
+        cases.push(Case::new(format!("GQA {ratio} prefill 77×77"), Attention::new(1, 77, 77, 2 * ratio, 2, 128).causal()));
+        for lq in [1, 3, 16] {
+            cases.push(Case::new(format!("GQA {ratio} decode {lq}×1500"), Attention::new(2, lq, 1500, 2 * ratio, 2, 128).causal().with_lse()));
+        }
+    }
+    run(&gpu, &cases, &[AttentionDtype::F16]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn masks_biases_softcap_sinks_alone_and_combined() {
+    let gpu = gpu();
+    let base = || Attention::new(2, 113, 200, 8, 2, 64);
+    let slopes: Vec<f32> = (0..8).map(|h| 0.05 + 0.11 * h as f32).collect();
+    let sinks: Vec<f32> = (0..8).map(|h| -1.5 + 0.7 * h as f32).collect();
+    let cases = vec![
+        Case::new("mask f16", base()).mask(MaskKind::F16),
+        Case::new("mask f32 with -inf rows", base().with_lse()).mask(MaskKind::F32),
+        Case::new("ALiBi slopes", base().alibi(Alibi::Slopes(slopes.clone()))),
+        Case::new("ALiBi max_bias 8", base().alibi(Alibi::MaxBias(8.0)).causal()),
+        Case::new("softcap 5 (sharp scores)", base().softcap(5.0)).q_scale_by(4.0),
+        Case::new("sinks", base().sinks(sinks.clone()).with_lse()),
+        Case::new("sliding window 30/0", base().window(Some(30), Some(0))),
+        Case::new("sliding window 20/9 non-causal", base().window(Some(20), Some(9)).with_lse()),
+        Case::new("scale 0.3", base().scale(0.3)),
+        Case::new(
+            "everything: mask, ALiBi, softcap, sinks, window, causal, LSE, scale",
+            base().alibi(Alibi::Slopes(slopes)).softcap(20.0).sinks(sinks).window(Some(50), None).causal().scale(0.2).with_lse(),
+        )
+        .mask(MaskKind::F32),
+        Case::new("causal, seqlen_q > seqlen_k: top rows see nothing", Attention::new(1, 150, 40, 2, 2, 64).causal().with_lse()),
+        Case::new("causal + sinks, seqlen_q > seqlen_k", Attention::new(1, 150, 40, 2, 2, 64).causal().sinks(vec![0.5, -0.5]).with_lse()),
+    ];
+    run(&gpu, &cases, &BOTH);
+}
+
+trait QScale {
+    fn q_scale_by(self, s: f32) -> Self;
+}
+impl QScale for Case {
+    fn q_scale_by(mut self, s: f32) -> Case {
+        self.q_scale = s;
+        self
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn strided_views_unaligned_pointers_and_forced_splits() {
+    let gpu = gpu();
+    let (b, lq, lk, hq, hk, d) = (2, 70, 90, 4, 2, 96);
+    // [batch, heads, seq, dim] views, and O with gaps between heads and rows.
+    let bhsd = Attention::new(b, lq, lk, hq, hk, d).strides(
+        Strides::bhsd(lq, hq, d),
+        Strides::bhsd(lk, hk, d),
+        Strides::bhsd(lk, hk, d),
+        Strides { batch: lq * hq * (d + 24) + 8, seq: hq * (d + 24), head: d + 24 },
+    );
+    let cases = vec![
+        Case::new("BHSD views, O with gaps", bhsd.clone()),
+        Case { unaligned: true, ..Case::new("unaligned pointers (element copies)", bhsd.clone().causal()) },
+        Case::new("forced 3 splits", Attention::new(2, 100, 700, 4, 2, 128).splits(3).with_lse()),
+        Case::new("forced 7 splits + sinks + causal", Attention::new(1, 33, 900, 4, 1, 64).splits(7).sinks(vec![1.0, 0.0, -1.0, 2.0]).causal().with_lse()),
+        Case::new("forced splits, more splits than key tiles", Attention::new(1, 5, 40, 2, 1, 64).splits(9).with_lse()),
+    ];
+    run(&gpu, &cases, &BOTH);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn varlen_with_empty_and_single_token_sequences() {
+    let gpu = gpu();
+    let cu_q = vec![0, 5, 5, 6, 106, 107, 300];
+    let cu_k = vec![0, 17, 40, 41, 141, 141, 400];
+    let cases = vec![
+        Case::new("varlen", Attention::new(0, 0, 0, 4, 2, 128).varlen(cu_q.clone(), cu_k.clone()).with_lse()),
+        Case::new("varlen causal", Attention::new(0, 0, 0, 4, 2, 64).varlen(cu_q.clone(), cu_k.clone()).causal().with_lse()),
+        Case::new("varlen causal window + mask", Attention::new(0, 0, 0, 2, 2, 64).varlen(cu_q, cu_k).causal().window(Some(16), None)).mask(MaskKind::F16),
+    ];
+    run(&gpu, &cases, &BOTH);
+}
+
+/// A paged cache: `pages` pages of `page_size`, the sequences' pages in random order.
+#[allow(clippy::too_many_arguments)]
+fn paged_case(name: &str, batch: usize, lens: Vec<u32>, page_size: usize, heads_q: usize, heads_k: usize, (dk, dv): (usize, usize), rng: &mut StdRng) -> Case {
+    let pages_per_seq = (*lens.iter().max().unwrap() as usize).div_ceil(page_size);
+    let pages = batch * pages_per_seq + 3;
+    let mut ids: Vec<u32> = (0..pages as u32).collect();
+    ids.shuffle(rng);
+    let table = ids[..batch * pages_per_seq].to_vec();
+    let longest = *lens.iter().max().unwrap() as usize;
+    let desc = Attention::new(batch, 1, longest, heads_q, heads_k, dk)
+        .head_dim_v(dv)
+        .paged(PagedKv { page_size, pages, pages_per_seq, block_table: table, seqlens_k: Some(lens) })
+        .with_lse();
+    Case::new(name, desc)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn decode_long_contiguous_and_paged() {
+    let gpu = gpu();
+    let mut rng = rng("paged layout");
+    let long = if quick() { 4096 } else { 131072 };
+    let mut cases = vec![
+        Case::new(format!("decode 1×{long}, GQA 4, head 128"), Attention::new(1, 1, long, 32, 8, 128).with_lse()),
+        Case::new("decode 4×20000, GQA 16, head 256", Attention::new(1, 4, 20000, 32, 2, 256).causal()),
+    ];
+    for page in [16, 64, 256] {
+        cases.push(paged_case(&format!("paged decode, page {page}"), 3, vec![1, 700, 2500], page, 8, 2, (128, 128), &mut rng));
+    }
+    cases.push(paged_case("paged decode 576/512 (MLA)", 2, vec![300, 1000], 64, 16, 1, (576, 512), &mut rng));
+    run(&gpu, &cases, &BOTH);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn real_model_shapes() {
+    let gpu = gpu();
+    let n = if quick() { 64 } else { 700 };
+    // MLA: V is the first 512 columns of the 576-wide latent K.
+    let mla = Attention::new(1, 8, 1200, 16, 1, 576).head_dim_v(512);
+    let k_strides = mla.k_strides;
+    let mla = mla.clone().strides(mla.q_strides, k_strides, k_strides, mla.o_strides).causal();
+    let cases = vec![
+        Case::new("Qwen3.5-122B full attention: head 256, GQA 16", Attention::new(1, n, n, 32, 2, 256).causal()),
+        Case { v_is_k: true, ..Case::new("DeepSeek MLA 576/512, V aliases K", mla) },
+        Case::new("head 128, GQA 8, sliding window 128", Attention::new(1, n, n, 32, 4, 128).causal().window(Some(128), None)),
+        Case::new("head 64 with ALiBi (max_bias 8)", Attention::new(1, n, n, 12, 12, 64).causal().alibi(Alibi::MaxBias(8.0))),
+        Case::new("gpt-oss: head 64, GQA 8, window 128, sinks", Attention::new(1, n, n, 16, 2, 64).causal().window(Some(128), None).sinks((0..16).map(|h| h as f32 * 0.3 - 2.0).collect())),
+        Case::new("Gemma-2: head 256, softcap 50", Attention::new(1, n, n, 8, 4, 256).causal().softcap(50.0).scale(1.0 / 16.0)).q_scale_by(3.0),
+    ];
+    run(&gpu, &cases, &BOTH);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_input_is_an_error_before_launch() {
+    let gpu = gpu();
+    let h = &gpu.handles[0];
+    let s = &gpu.stream;
+    let q = upload(s, &vec![f16::ZERO; 4096]);
+    let mut o = upload(s, &vec![f16::ZERO; 4096]);
+    let attn = |d: &Attention, o: &mut CudaSlice<f16>| h.attention(s, d, &q, &q, &q, o, AttentionExtras::default());
+    let err = attn(&Attention::new(1, 4, 4, 2, 2, 72), &mut o).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { name: "head_dim", .. }), "{err}");
+    let err = attn(&Attention::new(1, 64, 64, 2, 2, 64), &mut o).unwrap_err();
+    assert!(matches!(err, Error::BufferTooSmall { .. }), "{err}");
+    let err = attn(&Attention::new(1, 4, 4, 3, 2, 64), &mut o).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { name: "heads_q", .. }), "{err}");
+    // A valid call on the same buffers runs (the errors above came from validation alone).
+    attn(&Attention::new(1, 4, 4, 2, 2, 64), &mut o).unwrap();
+    s.synchronize().unwrap();
+}
