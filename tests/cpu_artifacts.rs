@@ -242,9 +242,12 @@ fn packaged_artifacts_are_exactly_what_the_sources_build() {
         let raw = miniz_oxide::inflate::decompress_to_vec(&std::fs::read(&file).unwrap()).unwrap();
         assert_eq!(raw, built.bytes().unwrap(), "{file}: {hint}");
     }
-    // Within crates.io's 10 MB package limit, with room for the rest of the crate.
+    // Within crates.io's 10 MB package limit, with room for the rest of the crate (the
+    // sources compress to about 0.2 MB; scripts/check-package.sh checks the .crate itself).
+    // With the attention family the artifacts reached 9.0 MiB: the next family needs a
+    // stronger compressor than deflate, or fewer redundant cubins, before it fits.
     let total: u64 = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
-    assert!(total < 8 << 20, "host/artifacts holds {total} bytes");
+    assert!(total < 9_700_000, "host/artifacts holds {total} bytes");
 }
 
 #[test]

@@ -272,25 +272,44 @@ const fn tile(m_tiles: u32, row_warps: u32, dv_split: u32, bk: u32, stages: u32,
     AttentionTile { m_tiles, row_warps, dv_split, bk, stages, q_in_registers, blocks_per_sm }
 }
 
-/// Rows for GPUs with 160 KB or more of shared memory per block (sm_80, sm_90, sm_100).
-/// - 4 warps of one 16-row tile each (64 rows), 64-key tiles, 2 stages; Q in registers up
-///   to head 96 (`4 · D/16` registers), two blocks per SM where the memory allows.
+/// sm_80 (A100): 163 KB per block, 164 KB per SM.
+/// - 4 warps of one 16-row tile each (64 rows), 64-key tiles; 3 stages and two blocks per SM
+///   where they fit, so that two key tiles' copies are in flight behind the one computed;
+///   Q in registers up to head 96 (`4 · D/16` registers).
 ///   (Two 16-row tiles per warp, as FlashAttention-2 runs head 128, halve the K/V fragment
 ///   reads per multiply-add; with them ptxas spilled, so that waits for a leaner main loop.)
-/// - Larger heads: Q re-read from shared memory at every key tile.
+/// - Larger heads: Q re-read from shared memory at every key tile; 32-key tiles from head 192
+///   on (with 64, the driver's JIT of this PTX on an H200 spilled 8 bytes at head 192).
 /// - 576/512: `dv_split` 4 keeps 64 output registers per warp; 32-key tiles, one stage (two
-///   would take 175 KB, more than sm_80's 163).
-const BIG_SMEM_TILES: [AttentionTile; 10] = [
-    tile(1, 4, 1, 64, 2, true, 2),   // 64: 46 KB
-    tile(1, 4, 1, 64, 2, true, 2),   // 80: 56 KB
+///   would take 175 KB).
+const SM80_TILES: [AttentionTile; 10] = [
+    tile(1, 4, 1, 64, 3, true, 2),   // 64: 64.5 KB
+    tile(1, 4, 1, 64, 3, true, 2),   // 80: 79 KB
     tile(1, 4, 1, 64, 2, true, 2),   // 96: 66.5 KB
     tile(1, 4, 1, 64, 2, false, 2),  // 112: 77 KB
-    tile(1, 4, 1, 64, 2, false, 1),  // 128: 87 KB
-    tile(1, 4, 1, 64, 2, false, 1),  // 192: 125 KB
-    tile(1, 4, 1, 32, 2, false, 1),  // 256: 99 KB (sm_80 has 163 KB)
+    tile(1, 4, 1, 64, 3, false, 1),  // 128: 122 KB
+    tile(1, 4, 1, 32, 3, false, 1),  // 192: 100 KB
+    tile(1, 4, 1, 32, 3, false, 1),  // 256: 132 KB
     tile(1, 4, 1, 64, 2, false, 1),  // 192/128: 109 KB
     tile(1, 4, 1, 32, 2, false, 1),  // 320/256: 115 KB
     tile(1, 2, 4, 32, 1, false, 1),  // 576/512: 8 warps, 32 rows, 108 KB
+];
+
+/// sm_90 and sm_100 (H100/H200, B200): 227 KB per block, 228 KB per SM. Blocks of 8 warps
+/// (128 rows: each K/V tile serves twice the rows of sm_80's, halving the K/V traffic per
+/// multiply-add) with 3 or 4 stages, one block per SM: two blocks would leave 128 registers
+/// per thread, and the kernel spilled there (head 64 to 96, measured with ptxas 12.9).
+const HOPPER_TILES: [AttentionTile; 10] = [
+    tile(1, 8, 1, 64, 4, true, 1),   // 64: 92 KB
+    tile(1, 8, 1, 64, 4, true, 1),   // 80: 113 KB
+    tile(1, 8, 1, 64, 4, true, 1),   // 96: 133 KB
+    tile(1, 8, 1, 64, 3, false, 1),  // 112: 123 KB
+    tile(1, 8, 1, 64, 3, false, 1),  // 128: 139 KB
+    tile(1, 8, 1, 32, 3, false, 1),  // 192: 128 KB
+    tile(1, 8, 1, 32, 3, false, 1),  // 256: 169 KB
+    tile(1, 8, 1, 32, 3, false, 1),  // 192/128: 115 KB
+    tile(1, 4, 1, 32, 3, false, 1),  // 320/256: 156 KB
+    tile(1, 2, 4, 32, 2, false, 1),  // 576/512: 179 KB
 ];
 
 /// Rows for the 99 KB GPUs (sm_86, sm_89, sm_120): the same shapes, with 32-key tiles and one
@@ -342,11 +361,11 @@ const SM70_TILES: [AttentionTile; 10] = small_accumulator_tiles(32);
 pub const ATTENTION_CONFIGS: [AttentionArchConfig; 8] = [
     AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES },
     AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES },
-    AttentionArchConfig { arch: Arch::Sm80, tiles: BIG_SMEM_TILES },
+    AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES },
     AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES },
     AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES },
-    AttentionArchConfig { arch: Arch::Sm90, tiles: BIG_SMEM_TILES },
-    AttentionArchConfig { arch: Arch::Sm100, tiles: BIG_SMEM_TILES },
+    AttentionArchConfig { arch: Arch::Sm90, tiles: HOPPER_TILES },
+    AttentionArchConfig { arch: Arch::Sm100, tiles: HOPPER_TILES },
     AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES },
 ];
 

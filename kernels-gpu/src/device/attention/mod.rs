@@ -29,7 +29,8 @@
 //! ## Shared memory and the pipeline
 //! Q (`ROWS × D_k`), and `STAGES` tiles of K (`BK × D_k`) and V (`BK × D_v`), each row padded by
 //! [`ATTENTION_SMEM_PAD`] elements so that `ldmatrix` reads are conflict-free. With `cp.async`
-//! (sm_80+) the copy of key tile `t + 1` is in flight while tile `t` is computed; sm_70/sm_75
+//! (sm_80+) the copies of key tiles `t + 1 .. t + STAGES − 1` are in flight while tile `t` is
+//! computed (one barrier per tile); sm_70/sm_75
 //! copy each tile through registers before computing it (their occupancy hides the latency).
 //! Rows past a sequence's end are zero-filled, so a masked key's V row is 0, never garbage
 //! (0 · NaN would poison the row).
@@ -428,13 +429,19 @@ unsafe fn forward<
             }
         });
     };
-    // With two or more stages, tile t + 1 is copied while tile t is computed; with one, each
-    // tile is copied (and waited for) before it is computed.
+    // With `STAGES` ≥ 2, tiles t + 1 .. t + STAGES − 1 are in flight while tile t is
+    // computed: the prologue issues the first STAGES − 1 tiles, one commit group each (Q rides
+    // in the first), and every iteration issues one more. With one stage, each tile is copied
+    // (and waited for) before it is computed.
     let prefetch = HAS_CP_ASYNC && STAGES > 1;
-    if prefetch && my_lo < my_hi {
-        load_tile(my_lo, 0);
-    }
-    if HAS_CP_ASYNC {
+    if prefetch {
+        for s in 0..STAGES - 1 {
+            if my_lo + s < my_hi {
+                load_tile(my_lo + s, s);
+            }
+            cp_async_commit();
+        }
+    } else if HAS_CP_ASYNC {
         cp_async_commit();
     }
 
@@ -443,6 +450,7 @@ unsafe fn forward<
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
     let warp_row0 = (warp % ROW_WARPS) * 16 * M_TILES;
+    let warp_active = row0 + warp_row0 < rows;
     let dv_col0 = (warp / ROW_WARPS) * (DV / DV_SPLIT);
 
     let mut q_frags = [[[0u32; 4]; Q_FRAGS]; M_TILES];
@@ -460,10 +468,13 @@ unsafe fn forward<
     while tile < my_hi {
         // ---- Bring key tile `tile` into shared memory, start the next one ----
         if prefetch {
-            cp_async_wait(0);
+            // Tile `tile`'s group is complete when at most STAGES − 2 later groups are pending;
+            // the barrier then publishes every thread's copies and proves that every warp is
+            // done with the stage computed last iteration, which the next copy overwrites.
+            cp_async_wait(STAGES - 2);
             sync_threads();
-            if tile + 1 < my_hi {
-                load_tile(tile + 1, (stage + 1) % STAGES);
+            if tile + STAGES - 1 < my_hi {
+                load_tile(tile + STAGES - 1, (stage + STAGES - 1) % STAGES);
             }
             cp_async_commit();
         } else {
@@ -484,139 +495,144 @@ unsafe fn forward<
         }
         let (ks_base, vs_base, qs_base) = (k_smem(stage).opaque(), v_smem(stage).opaque(), q_smem.opaque());
 
-        // ---- S = Q · Kᵀ for this warp's rows and the tile's BK keys ----
-        let mut s = [[[0f32; 4]; S_TILES]; M_TILES];
-        // Q from registers: the loop is unrolled (static indices into `q_frags`). Q from shared
-        // memory: a rolled loop (its trip count hidden from LLVM), so ptxas cannot hoist the
-        // fragment reads of every k-step ahead of the first multiply and run out of registers.
-        let k_steps = if Q_IN_REGISTERS { K_STEPS } else { opaque(K_STEPS as u32) as usize };
-        let mut ks = 0;
-        while ks < k_steps {
-            let mut a = [[0u32; 4]; M_TILES];
-            for mt in 0..M_TILES {
-                a[mt] = if Q_IN_REGISTERS { q_frags[mt][ks] } else { load_a(qs_base, k_row, warp_row0 + mt * 16, ks * 16) };
-            }
-            for np in 0..S_TILES / 2 {
-                let bf = load_b_rows(ks_base, k_row, np * 16, ks * 16);
+        // A warp whose rows all lie past the sequence (decode: a few packed rows in a block
+        // of many) only copies; it computes nothing. (Warp-uniform, and every barrier is
+        // outside.)
+        if warp_active {
+            // ---- S = Q · Kᵀ for this warp's rows and the tile's BK keys ----
+            let mut s = [[[0f32; 4]; S_TILES]; M_TILES];
+            // Q from registers: the loop is unrolled (static indices into `q_frags`). Q from shared
+            // memory: a rolled loop (its trip count hidden from LLVM), so ptxas cannot hoist the
+            // fragment reads of every k-step ahead of the first multiply and run out of registers.
+            let k_steps = if Q_IN_REGISTERS { K_STEPS } else { opaque(K_STEPS as u32) as usize };
+            let mut ks = 0;
+            while ks < k_steps {
+                let mut a = [[0u32; 4]; M_TILES];
                 for mt in 0..M_TILES {
-                    s[mt][2 * np] = mma::<PATH, BF16>(a[mt], [bf[0], bf[1]], s[mt][2 * np]);
-                    s[mt][2 * np + 1] = mma::<PATH, BF16>(a[mt], [bf[2], bf[3]], s[mt][2 * np + 1]);
+                    a[mt] = if Q_IN_REGISTERS { q_frags[mt][ks] } else { load_a(qs_base, k_row, warp_row0 + mt * 16, ks * 16) };
                 }
+                for np in 0..S_TILES / 2 {
+                    let bf = load_b_rows(ks_base, k_row, np * 16, ks * 16);
+                    for mt in 0..M_TILES {
+                        s[mt][2 * np] = mma::<PATH, BF16>(a[mt], [bf[0], bf[1]], s[mt][2 * np]);
+                        s[mt][2 * np + 1] = mma::<PATH, BF16>(a[mt], [bf[2], bf[3]], s[mt][2 * np + 1]);
+                    }
+                }
+                ks += 1;
             }
-            ks += 1;
-        }
 
-        // ---- Scores: scale, softcap, mask, ALiBi, visibility (log2 units) ----
-        let j0 = tile * BK;
-        let q_first = (row0 / heads_packed) as i64;
-        let q_last = (last_row / heads_packed) as i64;
-        let uncut = j0 + BK <= seq.len_k
-            && (right < 0 || (j0 + BK - 1) as i64 <= q_first + diag_offset + right)
-            && (left < 0 || j0 as i64 >= q_last + diag_offset - left);
-        if uncut && !general {
-            for mt in 0..M_TILES {
-                for nt in 0..S_TILES {
-                    for e in 0..4 {
-                        s[mt][nt][e] *= scale_log2;
+            // ---- Scores: scale, softcap, mask, ALiBi, visibility (log2 units) ----
+            let j0 = tile * BK;
+            let q_first = (row0 / heads_packed) as i64;
+            let q_last = (last_row / heads_packed) as i64;
+            let uncut = j0 + BK <= seq.len_k
+                && (right < 0 || (j0 + BK - 1) as i64 <= q_first + diag_offset + right)
+                && (left < 0 || j0 as i64 >= q_last + diag_offset - left);
+            if uncut && !general {
+                for mt in 0..M_TILES {
+                    for nt in 0..S_TILES {
+                        for e in 0..4 {
+                            s[mt][nt][e] *= scale_log2;
+                        }
                     }
                 }
-            }
-        } else {
-            // One pass per feature, each behind a block-uniform test, so that no score carries
-            // a chain of per-element branches (which cost ptxas registers it does not have).
-            for mt in 0..M_TILES {
-                for nt in 0..S_TILES {
-                    for e in 0..4 {
-                        let x = s[mt][nt][e] * p.scale;
-                        s[mt][nt][e] = if flags & SOFTCAP != 0 { softcap(x, p.softcap, inv_cap) } else { x };
+            } else {
+                // One pass per feature, each behind a block-uniform test, so that no score carries
+                // a chain of per-element branches (which cost ptxas registers it does not have).
+                for mt in 0..M_TILES {
+                    for nt in 0..S_TILES {
+                        for e in 0..4 {
+                            let x = s[mt][nt][e] * p.scale;
+                            s[mt][nt][e] = if flags & SOFTCAP != 0 { softcap(x, p.softcap, inv_cap) } else { x };
+                        }
                     }
                 }
-            }
-            for mt in 0..M_TILES {
-                for half in 0..2 {
-                    let place = row_at(warp_row0 + mt * 16 + g + 8 * half);
-                    let (q, h) = place.unwrap_or((0, 0));
-                    let diag = q as i64 + diag_offset;
-                    if flags & MASK != 0 && place.is_some() {
-                        let mask_row = q * p.mask_row_stride as usize;
-                        for nt in 0..S_TILES {
-                            for e in 0..2 {
-                                let j = j0 + nt * 8 + 2 * t + e;
-                                if j < seq.len_k {
-                                    let at = mask_row + j;
-                                    s[mt][nt][2 * half + e] += if flags & MASK_F32 != 0 {
-                                        *p.mask.ptr().cast::<f32>().add(at)
-                                    } else {
-                                        f16_to_f32(*p.mask.ptr().cast::<u16>().add(at) as u32)
-                                    };
+                for mt in 0..M_TILES {
+                    for half in 0..2 {
+                        let place = row_at(warp_row0 + mt * 16 + g + 8 * half);
+                        let (q, h) = place.unwrap_or((0, 0));
+                        let diag = q as i64 + diag_offset;
+                        if flags & MASK != 0 && place.is_some() {
+                            let mask_row = q * p.mask_row_stride as usize;
+                            for nt in 0..S_TILES {
+                                for e in 0..2 {
+                                    let j = j0 + nt * 8 + 2 * t + e;
+                                    if j < seq.len_k {
+                                        let at = mask_row + j;
+                                        s[mt][nt][2 * half + e] += if flags & MASK_F32 != 0 {
+                                            *p.mask.ptr().cast::<f32>().add(at)
+                                        } else {
+                                            f16_to_f32(*p.mask.ptr().cast::<u16>().add(at) as u32)
+                                        };
+                                    }
                                 }
                             }
                         }
-                    }
-                    if flags & ALIBI != 0 && place.is_some() {
-                        let slope = *p.alibi_slopes.ptr().add(h);
+                        if flags & ALIBI != 0 && place.is_some() {
+                            let slope = *p.alibi_slopes.ptr().add(h);
+                            for nt in 0..S_TILES {
+                                for e in 0..2 {
+                                    let j = (j0 + nt * 8 + 2 * t + e) as i64;
+                                    s[mt][nt][2 * half + e] -= slope * (diag - j).unsigned_abs() as f32;
+                                }
+                            }
+                        }
+                        let lowest = if left >= 0 { diag - left } else { i64::MIN };
+                        let highest = if right >= 0 { (diag + right).min(seq.len_k as i64 - 1) } else { seq.len_k as i64 - 1 };
                         for nt in 0..S_TILES {
                             for e in 0..2 {
                                 let j = (j0 + nt * 8 + 2 * t + e) as i64;
-                                s[mt][nt][2 * half + e] -= slope * (diag - j).unsigned_abs() as f32;
+                                let x = s[mt][nt][2 * half + e] * LOG2E;
+                                s[mt][nt][2 * half + e] = if j >= lowest && j <= highest { x } else { f32::NEG_INFINITY };
                             }
                         }
                     }
-                    let lowest = if left >= 0 { diag - left } else { i64::MIN };
-                    let highest = if right >= 0 { (diag + right).min(seq.len_k as i64 - 1) } else { seq.len_k as i64 - 1 };
+                }
+            }
+
+            // ---- Online softmax: new row maxima, rescale, probabilities ----
+            for mt in 0..M_TILES {
+                for half in 0..2 {
+                    let mut mx = f32::NEG_INFINITY;
+                    for nt in 0..S_TILES {
+                        mx = mx.max(s[mt][nt][2 * half]).max(s[mt][nt][2 * half + 1]);
+                    }
+                    mx = mx.max(shfl_xor_f32(mx, 1));
+                    mx = mx.max(shfl_xor_f32(mx, 2));
+                    let m_new = m_run[mt][half].max(mx);
+                    // A row that has seen no visible key yet keeps 0 as its reference, so that
+                    // exp2(−inf − reference) is 0, not NaN.
+                    let reference = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+                    let correction = exp2(m_run[mt][half] - reference);
+                    m_run[mt][half] = m_new;
+                    l_run[mt][half] *= correction;
+                    for ot in 0..O_TILES {
+                        o_acc[mt][ot][2 * half] *= correction;
+                        o_acc[mt][ot][2 * half + 1] *= correction;
+                    }
                     for nt in 0..S_TILES {
                         for e in 0..2 {
-                            let j = (j0 + nt * 8 + 2 * t + e) as i64;
-                            let x = s[mt][nt][2 * half + e] * LOG2E;
-                            s[mt][nt][2 * half + e] = if j >= lowest && j <= highest { x } else { f32::NEG_INFINITY };
+                            let prob = exp2(s[mt][nt][2 * half + e] - reference);
+                            s[mt][nt][2 * half + e] = prob;
+                            l_run[mt][half] += prob;
                         }
                     }
                 }
             }
-        }
 
-        // ---- Online softmax: new row maxima, rescale, probabilities ----
-        for mt in 0..M_TILES {
-            for half in 0..2 {
-                let mut mx = f32::NEG_INFINITY;
-                for nt in 0..S_TILES {
-                    mx = mx.max(s[mt][nt][2 * half]).max(s[mt][nt][2 * half + 1]);
-                }
-                mx = mx.max(shfl_xor_f32(mx, 1));
-                mx = mx.max(shfl_xor_f32(mx, 2));
-                let m_new = m_run[mt][half].max(mx);
-                // A row that has seen no visible key yet keeps 0 as its reference, so that
-                // exp2(−inf − reference) is 0, not NaN.
-                let reference = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
-                let correction = exp2(m_run[mt][half] - reference);
-                m_run[mt][half] = m_new;
-                l_run[mt][half] *= correction;
-                for ot in 0..O_TILES {
-                    o_acc[mt][ot][2 * half] *= correction;
-                    o_acc[mt][ot][2 * half + 1] *= correction;
-                }
-                for nt in 0..S_TILES {
-                    for e in 0..2 {
-                        let prob = exp2(s[mt][nt][2 * half + e] - reference);
-                        s[mt][nt][2 * half + e] = prob;
-                        l_run[mt][half] += prob;
-                    }
-                }
-            }
-        }
-
-        // ---- O += P · V: P's fragments are the score fragments, rounded to 16 bits ----
-        for kk in 0..BK / 16 {
-            let mut pa = [[0u32; 4]; M_TILES];
-            for mt in 0..M_TILES {
-                let (lo, hi) = (s[mt][2 * kk], s[mt][2 * kk + 1]);
-                pa[mt] = [pack::<BF16>(lo[0], lo[1]), pack::<BF16>(lo[2], lo[3]), pack::<BF16>(hi[0], hi[1]), pack::<BF16>(hi[2], hi[3])];
-            }
-            for dp in 0..O_TILES / 2 {
-                let bf = load_b_cols(vs_base, v_row, kk * 16, dv_col0 + dp * 16);
+            // ---- O += P · V: P's fragments are the score fragments, rounded to 16 bits ----
+            for kk in 0..BK / 16 {
+                let mut pa = [[0u32; 4]; M_TILES];
                 for mt in 0..M_TILES {
-                    o_acc[mt][2 * dp] = mma::<PATH, BF16>(pa[mt], [bf[0], bf[1]], o_acc[mt][2 * dp]);
-                    o_acc[mt][2 * dp + 1] = mma::<PATH, BF16>(pa[mt], [bf[2], bf[3]], o_acc[mt][2 * dp + 1]);
+                    let (lo, hi) = (s[mt][2 * kk], s[mt][2 * kk + 1]);
+                    pa[mt] = [pack::<BF16>(lo[0], lo[1]), pack::<BF16>(lo[2], lo[3]), pack::<BF16>(hi[0], hi[1]), pack::<BF16>(hi[2], hi[3])];
+                }
+                for dp in 0..O_TILES / 2 {
+                    let bf = load_b_cols(vs_base, v_row, kk * 16, dv_col0 + dp * 16);
+                    for mt in 0..M_TILES {
+                        o_acc[mt][2 * dp] = mma::<PATH, BF16>(pa[mt], [bf[0], bf[1]], o_acc[mt][2 * dp]);
+                        o_acc[mt][2 * dp + 1] = mma::<PATH, BF16>(pa[mt], [bf[2], bf[3]], o_acc[mt][2 * dp + 1]);
+                    }
                 }
             }
         }
