@@ -312,14 +312,15 @@ const HOPPER_TILES: [AttentionTile; 10] = [
     tile(1, 2, 4, 32, 2, false, 1),  // 576/512: 179 KB
 ];
 
-/// Rows for the 99 KB GPUs (sm_86, sm_89, sm_120): the same shapes, with 32-key tiles and one
-/// block per SM where the big-memory tile does not fit twice.
+/// Rows for the 99 KB GPUs (sm_86, sm_89, sm_120): sm_80's shapes, with 32-key tiles from head
+/// 112 on (ptxas 12.9 spilled 4 bytes at head 112 for sm_120 with 64) and one block per SM
+/// where two do not fit.
 const MID_SMEM_TILES: [AttentionTile; 10] = [
     tile(1, 4, 1, 64, 2, true, 2),   // 64: 46 KB
     tile(1, 4, 1, 64, 2, true, 1),   // 80: 56 KB
     tile(1, 4, 1, 64, 2, true, 1),   // 96: 66.5 KB
-    tile(1, 4, 1, 64, 2, false, 1),  // 112: 77 KB
-    tile(1, 4, 1, 64, 2, false, 1),  // 128: 87 KB
+    tile(1, 4, 1, 32, 2, false, 1),  // 112: 46 KB
+    tile(1, 4, 1, 32, 2, false, 1),  // 128: 52 KB
     tile(1, 4, 1, 32, 2, false, 1),  // 192: 75 KB
     tile(1, 4, 1, 32, 2, false, 1),  // 256: 99 KB
     tile(1, 4, 1, 32, 2, false, 1),  // 192/128: 67 KB

@@ -253,42 +253,32 @@ impl Opaque for *const f32 {
 // - of B (16×8, k × n): column g, rows 2t, 2t+1 (`b[0]`) and 2t + 8, 2t + 9 (`b[1]`);
 // - of C (16×8, f32): rows g (`c[0]`, `c[1]`) and g + 8 (`c[2]`, `c[3]`), columns 2t, 2t+1.
 
-/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (sm_80+): `c + a·b`.
-#[inline(always)]
-pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
-    let (d0, d1, d2, d3): (f32, f32, f32, f32);
-    // SAFETY: register-only instruction; every lane of the warp executes it together (the
-    // kernels call it outside any lane-divergent branch).
-    unsafe {
-        asm!(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
-            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
-            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
-            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-            options(pure, nomem, nostack)
-        );
-    }
-    [d0, d1, d2, d3]
+/// Defines `$name(a, b, c) -> c + a·b` for `mma.sync.aligned.m16n8k16` with `$ty` inputs and
+/// f32 accumulators (sm_80+).
+macro_rules! mma_m16n8k16 {
+    ($name:ident, $ty:literal) => {
+        #[doc = concat!("`mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32` (sm_80+): `c + a·b`.")]
+        #[inline(always)]
+        pub fn $name(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+            let (d0, d1, d2, d3): (f32, f32, f32, f32);
+            // SAFETY: register-only instruction; every lane of the warp executes it together
+            // (the kernels call it outside any lane-divergent branch).
+            unsafe {
+                asm!(
+                    concat!("mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};"),
+                    d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                    a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                    b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                    c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                    options(pure, nomem, nostack)
+                );
+            }
+            [d0, d1, d2, d3]
+        }
+    };
 }
-
-/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+): `c + a·b`.
-#[inline(always)]
-pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
-    let (d0, d1, d2, d3): (f32, f32, f32, f32);
-    // SAFETY: as `mma_m16n8k16_f16`.
-    unsafe {
-        asm!(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
-            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
-            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
-            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-            options(pure, nomem, nostack)
-        );
-    }
-    [d0, d1, d2, d3]
-}
+mma_m16n8k16!(mma_m16n8k16_f16, "f16");
+mma_m16n8k16!(mma_m16n8k16_bf16, "bf16");
 
 /// `mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32` (sm_75+): `c + a·b` for a 16×8 A
 /// (`a[0]` = (g, 2t..), `a[1]` = (g + 8, 2t..)) and an 8×8 B (`b` = rows 2t, 2t+1 of column g).
