@@ -50,7 +50,11 @@ fn main() {
     let kinds: Vec<String> = embedded.iter().map(|a| a.to_string()).collect();
     println!("embedded: {}", kinds.join(", "));
     assert!(!cukernels::artifacts::FROM_SOURCE);
-    assert_eq!(embedded.iter().filter(|a| a.kind == cukernels::ArtifactKind::Cubin).count(), 8);
+    // A cubin of each of the eight architectures, for every kernel family.
+    for family in cukernels::KernelFamily::ALL {
+        let cubins = embedded.iter().filter(|a| a.family == family && a.kind == cukernels::ArtifactKind::Cubin).count();
+        assert_eq!(cubins, 8, "{family}");
+    }
     match cukernels::device_context(0) {
         Ok(ctx) => {
             let kernels = cukernels::Cukernels::new(&ctx).expect("a handle");
