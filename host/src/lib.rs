@@ -33,18 +33,22 @@
 pub mod artifacts;
 pub mod attention;
 mod error;
+pub mod moe;
+pub mod quant;
 mod runtime;
 pub mod sgemm;
 
 pub use cudarc;
 pub use artifacts::{Artifact, ArtifactKind};
 pub use attention::{alibi_slopes, Alibi, Attention, AttentionBuffers, AttentionElement, AttentionExtras, AttentionLengths, AttentionPlan, MaskBuffer, MaskShape, PagedKv, Strides, Varlen};
+pub use cukernels_gpu::quant::{GgufFormat, QK, QK_K};
 pub use cukernels_gpu::{
     attention_config, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTile, MatrixPath, ATTENTION_CONFIGS, ATTENTION_KERNELS,
     GlobalPtr, KernelFamily, KernelSpec, SgemmParams, sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
     SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
 };
 pub use error::{Error, Result};
+pub use moe::{MoeInput, MoeLengths, MulMatId};
 pub use runtime::{check_kernel_limits, device_context, Cukernels, LoadedKernelAttributes};
 pub use sgemm::{choose_kernel, kernel_candidates, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
 

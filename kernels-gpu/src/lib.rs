@@ -2,7 +2,8 @@
 //!
 //! This crate compiles twice:
 //! - for the host (any target): the plain types and per-architecture config tables
-//!   ([`arch`], [`sgemm_config`]) that the host crate reads to validate and launch;
+//!   ([`arch`], [`sgemm_config`]) that the host crate reads to validate and launch, and the
+//!   GGUF block formats ([`quant`]) that host and device share;
 //! - for `nvptx64-nvidia-cuda` (by `host/build.rs` with the `from-source` feature, once per
 //!   kernel family and architecture, with `--cfg cukernels_family="sgemm"` naming the family
 //!   and `--cfg cukernels_config="sm_XX"` the config row): the kernels themselves, in
@@ -24,6 +25,7 @@ pub mod abi;
 pub mod arch;
 pub mod attention_config;
 pub mod family;
+pub mod quant;
 pub mod sgemm_config;
 
 #[cfg(target_arch = "nvptx64")]

@@ -1,0 +1,324 @@
+//! # GGUF block formats, as ggml lays them out (one definition for host and device)
+//!
+//! A quantized row is a sequence of *blocks*; each block stores `BLOCK_ELEMENTS` weights as
+//! small integers plus the scale(s) that map them back to floats. The layouts below are
+//! ggml's (`ggml-common.h`) byte for byte: the same fields in the same order, `#[repr(C)]`
+//! with 2-byte alignment where a block holds an f16 and none where it does not, so a GGUF
+//! file's tensor data *is* a slice of these structs. The sizes are checked at compile time
+//! at the bottom of this file.
+//!
+//! Two families:
+//! - **32-element blocks** (`q4_0` … `q8_0`, `iq4_nl`, `mxfp4`): one scale `d` (and for the
+//!   `_1` formats a minimum `m`): `x = d·q` or `x = d·q + m`. `q5_*` keep the fifth bit of
+//!   each weight in a 32-bit mask `qh`. `iq4_nl` maps its 4-bit codes through a non-linear
+//!   table ([`KVALUES_IQ4NL`]); `mxfp4` stores FP4 (E2M1) codes ([`KVALUES_MXFP4`], doubled)
+//!   and a shared power-of-two exponent `e` (E8M0).
+//! - **256-element super-blocks** (the K-quants `q2_K` … `q6_K`, and `iq4_xs`): 8 or 16
+//!   sub-blocks, each with its own small integer scale (and minimum), themselves scaled by the
+//!   super-block's f16 `d` (and `dmin`). The sub-block scales are packed in a few bits each
+//!   (6 bits in `q4_K`/`q5_K`/`iq4_xs`, 4+4 in `q2_K`, 6 across two arrays in `q3_K`, a
+//!   signed byte in `q6_K`).
+//!
+//! `q8_1` is not a weight format: it is what activations are quantized to before the integer
+//! products (`d`, and `s = d · Σ q` so that the `_1` formats' minimum can be applied to a
+//! whole block at once).
+//!
+//! On the host the scales are `half::f16` and every block is `bytemuck::Pod`; on the device
+//! the same field is its bits ([`Half`]), converted with `cvt.f32.f16`.
+
+/// Elements of a 32-element block.
+pub const QK: usize = 32;
+/// Elements of a super-block (K-quants, `iq4_xs`).
+pub const QK_K: usize = 256;
+
+/// The f16 scale type of the blocks: `half::f16` on the host.
+#[cfg(not(target_arch = "nvptx64"))]
+pub type Half = half::f16;
+
+/// The f16 scale type of the blocks: its bits on the device (same size and alignment as
+/// `half::f16`, which is `repr(transparent)` over `u16`).
+#[cfg(target_arch = "nvptx64")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct Half(pub u16);
+
+/// Defines a block struct: `#[repr(C)]`, `Copy`, and on the host `bytemuck::Pod`.
+macro_rules! block {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[cfg_attr(not(target_arch = "nvptx64"), derive(bytemuck::Pod, bytemuck::Zeroable))]
+        #[repr(C)]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+    };
+}
+
+block!(
+    /// `q4_0`: `x = d · (q − 8)`, `q` 4 bits; element `j` in the low nibble of `qs[j]`,
+    /// element `j + 16` in the high nibble.
+    BlockQ4_0 { d: Half, qs: [u8; QK / 2] }
+);
+block!(
+    /// `q4_1`: `x = d · q + m`, `q` 4 bits (nibbles as `q4_0`).
+    BlockQ4_1 { d: Half, m: Half, qs: [u8; QK / 2] }
+);
+block!(
+    /// `q5_0`: `x = d · (q − 16)`, `q` 5 bits: nibbles as `q4_0`, bit 4 of element `j` in bit
+    /// `j` of the little-endian `qh`.
+    BlockQ5_0 { d: Half, qh: [u8; 4], qs: [u8; QK / 2] }
+);
+block!(
+    /// `q5_1`: `x = d · q + m`, `q` 5 bits (packed as `q5_0`).
+    BlockQ5_1 { d: Half, m: Half, qh: [u8; 4], qs: [u8; QK / 2] }
+);
+block!(
+    /// `q8_0`: `x = d · q`, `q` a signed byte.
+    BlockQ8_0 { d: Half, qs: [i8; QK] }
+);
+block!(
+    /// `q8_1` (activations): `x = d · q`, and `s = d · Σ q`.
+    BlockQ8_1 { d: Half, s: Half, qs: [i8; QK] }
+);
+block!(
+    /// `q2_K`: 16 sub-blocks of 16; `x = d · (sc & 15) · q − dmin · (sc >> 4)`, `q` 2 bits.
+    /// Element `128·h + 32·s + l` (half `h`, shift `s`) is bits `2s..2s+2` of `qs[32·h + l]`.
+    BlockQ2K { scales: [u8; QK_K / 16], qs: [u8; QK_K / 4], d: Half, dmin: Half }
+);
+block!(
+    /// `q3_K`: 16 sub-blocks of 16; `x = d · (sc − 32) · (q − 4·!hbit)`, `q` 2 low bits (as
+    /// `q2_K`) and a high bit in `hmask` (element `32·b + l`: bit `b` of `hmask[l]`); the
+    /// 6-bit scales are the low nibbles of `scales[0..8]`, then their high nibbles, with the
+    /// top two bits in `scales[8..12]`.
+    BlockQ3K { hmask: [u8; QK_K / 8], qs: [u8; QK_K / 4], scales: [u8; 12], d: Half }
+);
+block!(
+    /// `q4_K`: 8 sub-blocks of 32; `x = d · sc · q − dmin · m`, `q` 4 bits (element
+    /// `64·p + l` in the low nibble of `qs[32·p + l]`, `64·p + 32 + l` in the high one), 6-bit
+    /// `sc` and `m` packed in `scales` (see `scale_min_k4`).
+    BlockQ4K { d: Half, dmin: Half, scales: [u8; 12], qs: [u8; QK_K / 2] }
+);
+block!(
+    /// `q5_K`: as `q4_K`, plus a fifth bit per weight in `qh` (element `64·p + l`: bit `2p`
+    /// of `qh[l]`; `64·p + 32 + l`: bit `2p + 1`).
+    BlockQ5K { d: Half, dmin: Half, scales: [u8; 12], qh: [u8; QK_K / 8], qs: [u8; QK_K / 2] }
+);
+block!(
+    /// `q6_K`: 16 sub-blocks of 16; `x = d · sc · (q − 32)`, `q` 6 bits (4 in `ql`, 2 in
+    /// `qh`), `sc` a signed byte.
+    BlockQ6K { ql: [u8; QK_K / 2], qh: [u8; QK_K / 4], scales: [i8; QK_K / 16], d: Half }
+);
+block!(
+    /// `iq4_nl`: `x = d · KVALUES_IQ4NL[q]`, `q` 4 bits (nibbles as `q4_0`).
+    BlockIq4Nl { d: Half, qs: [u8; QK / 2] }
+);
+block!(
+    /// `iq4_xs`: 8 sub-blocks of 32; `x = d · (sc − 32) · KVALUES_IQ4NL[q]`, the 6-bit `sc` of
+    /// sub-block `b` from nibble `b % 2` of `scales_l[b / 2]` and bits `2b..2b+2` of
+    /// `scales_h`; within a sub-block the nibbles are as `q4_0`'s.
+    BlockIq4Xs { d: Half, scales_h: u16, scales_l: [u8; QK_K / 64], qs: [u8; QK_K / 2] }
+);
+block!(
+    /// `mxfp4` (OCP microscaling FP4): `x = 2^(e − 127) · E2M1[q]`, computed as
+    /// `e8m0_half(e) · KVALUES_MXFP4[q]` (the table holds twice the E2M1 values and the scale
+    /// half the power of two); nibbles as `q4_0`.
+    BlockMxfp4 { e: u8, qs: [u8; QK / 2] }
+);
+
+/// The 16 levels of `iq4_nl` and `iq4_xs` (ggml's `kvalues_iq4nl`).
+pub const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// Twice the FP4 (E2M1) values of codes 0..16 (ggml's `kvalues_mxfp4`).
+pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// Half of the E8M0 scale `2^(e − 127)`, as an f32 (ggml's `ggml_e8m0_to_fp32_half`): exact
+/// for every `e`, subnormal for `e < 2`.
+pub const fn e8m0_to_f32_half(e: u8) -> f32 {
+    let bits = if e < 2 { 0x0020_0000u32 << e } else { ((e as u32) - 1) << 23 };
+    f32::from_bits(bits)
+}
+
+/// The 6-bit scale and minimum of sub-block `j` (0..8) of a `q4_K` / `q5_K` block (ggml's
+/// `get_scale_min_k4`): sub-blocks 0..4 in the low 6 bits of `scales[j]` and
+/// `scales[j + 4]`; 4..8 in the nibbles of `scales[j + 4]` with their top two bits in the
+/// high bits of `scales[j − 4]` and `scales[j]`.
+pub const fn scale_min_k4(j: usize, scales: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (scales[j] & 63, scales[j + 4] & 63)
+    } else {
+        ((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4), (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4))
+    }
+}
+
+/// The signed 6-bit scale of sub-block `j` (0..16) of a `q3_K` block, minus its offset 32.
+pub const fn scale_q3k(j: usize, scales: &[u8; 12]) -> i8 {
+    let low = if j < 8 { scales[j] & 0xF } else { scales[j - 8] >> 4 };
+    let high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    (low | (high << 4)) as i8 - 32
+}
+
+/// The 6-bit scale of sub-block `b` (0..8) of an `iq4_xs` block, minus its offset 32.
+pub const fn scale_iq4xs(b: usize, scales_h: u16, scales_l: &[u8; 4]) -> i8 {
+    let low = (scales_l[b / 2] >> (4 * (b % 2))) & 0xF;
+    let high = ((scales_h >> (2 * b)) & 3) as u8;
+    (low | (high << 4)) as i8 - 32
+}
+
+/// The GGUF block formats cukernels reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GgufFormat {
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q2K,
+    Q3K,
+    Q4K,
+    Q5K,
+    Q6K,
+    Iq4Nl,
+    Iq4Xs,
+    Mxfp4,
+}
+
+impl GgufFormat {
+    /// Every weight format, in ggml's type-id order.
+    pub const ALL: [GgufFormat; 13] = [
+        GgufFormat::Q4_0,
+        GgufFormat::Q4_1,
+        GgufFormat::Q5_0,
+        GgufFormat::Q5_1,
+        GgufFormat::Q8_0,
+        GgufFormat::Q2K,
+        GgufFormat::Q3K,
+        GgufFormat::Q4K,
+        GgufFormat::Q5K,
+        GgufFormat::Q6K,
+        GgufFormat::Iq4Nl,
+        GgufFormat::Iq4Xs,
+        GgufFormat::Mxfp4,
+    ];
+
+    /// ggml's name (`ggml_type_name`), as GGUF files and llama.cpp print it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            GgufFormat::Q4_0 => "q4_0",
+            GgufFormat::Q4_1 => "q4_1",
+            GgufFormat::Q5_0 => "q5_0",
+            GgufFormat::Q5_1 => "q5_1",
+            GgufFormat::Q8_0 => "q8_0",
+            GgufFormat::Q2K => "q2_K",
+            GgufFormat::Q3K => "q3_K",
+            GgufFormat::Q4K => "q4_K",
+            GgufFormat::Q5K => "q5_K",
+            GgufFormat::Q6K => "q6_K",
+            GgufFormat::Iq4Nl => "iq4_nl",
+            GgufFormat::Iq4Xs => "iq4_xs",
+            GgufFormat::Mxfp4 => "mxfp4",
+        }
+    }
+
+    /// The format of a name as [`GgufFormat::name`] spells it (case-insensitive).
+    pub fn from_name(name: &str) -> Option<GgufFormat> {
+        Self::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(name))
+    }
+
+    /// ggml's type id (`enum ggml_type`), as stored in a GGUF file's tensor info.
+    pub const fn ggml_type(self) -> u32 {
+        match self {
+            GgufFormat::Q4_0 => 2,
+            GgufFormat::Q4_1 => 3,
+            GgufFormat::Q5_0 => 6,
+            GgufFormat::Q5_1 => 7,
+            GgufFormat::Q8_0 => 8,
+            GgufFormat::Q2K => 10,
+            GgufFormat::Q3K => 11,
+            GgufFormat::Q4K => 12,
+            GgufFormat::Q5K => 13,
+            GgufFormat::Q6K => 14,
+            GgufFormat::Iq4Nl => 20,
+            GgufFormat::Iq4Xs => 23,
+            GgufFormat::Mxfp4 => 39,
+        }
+    }
+
+    /// Weights per block.
+    pub const fn block_elements(self) -> usize {
+        match self {
+            GgufFormat::Q4_0 | GgufFormat::Q4_1 | GgufFormat::Q5_0 | GgufFormat::Q5_1 | GgufFormat::Q8_0 | GgufFormat::Iq4Nl | GgufFormat::Mxfp4 => QK,
+            GgufFormat::Q2K | GgufFormat::Q3K | GgufFormat::Q4K | GgufFormat::Q5K | GgufFormat::Q6K | GgufFormat::Iq4Xs => QK_K,
+        }
+    }
+
+    /// Bytes per block (`size_of` of the block struct).
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            GgufFormat::Q4_0 => core::mem::size_of::<BlockQ4_0>(),
+            GgufFormat::Q4_1 => core::mem::size_of::<BlockQ4_1>(),
+            GgufFormat::Q5_0 => core::mem::size_of::<BlockQ5_0>(),
+            GgufFormat::Q5_1 => core::mem::size_of::<BlockQ5_1>(),
+            GgufFormat::Q8_0 => core::mem::size_of::<BlockQ8_0>(),
+            GgufFormat::Q2K => core::mem::size_of::<BlockQ2K>(),
+            GgufFormat::Q3K => core::mem::size_of::<BlockQ3K>(),
+            GgufFormat::Q4K => core::mem::size_of::<BlockQ4K>(),
+            GgufFormat::Q5K => core::mem::size_of::<BlockQ5K>(),
+            GgufFormat::Q6K => core::mem::size_of::<BlockQ6K>(),
+            GgufFormat::Iq4Nl => core::mem::size_of::<BlockIq4Nl>(),
+            GgufFormat::Iq4Xs => core::mem::size_of::<BlockIq4Xs>(),
+            GgufFormat::Mxfp4 => core::mem::size_of::<BlockMxfp4>(),
+        }
+    }
+
+    /// Bits per weight, scales included.
+    pub const fn bits_per_weight(self) -> f32 {
+        (8 * self.block_bytes()) as f32 / self.block_elements() as f32
+    }
+
+    /// Bytes of `rows` rows of `k` weights, or `None` when `k` is not a whole number of
+    /// blocks or the size overflows.
+    pub const fn row_bytes(self, rows: usize, k: usize) -> Option<usize> {
+        if k % self.block_elements() != 0 {
+            return None;
+        }
+        match (k / self.block_elements()).checked_mul(self.block_bytes()) {
+            Some(row) => row.checked_mul(rows),
+            None => None,
+        }
+    }
+}
+
+impl core::fmt::Display for GgufFormat {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+// ggml's block sizes (`static_assert`s of ggml-common.h), and no padding anywhere: the struct
+// sizes are the sums of their fields.
+const _: () = {
+    let expected: [(GgufFormat, usize); 13] = [
+        (GgufFormat::Q4_0, 2 + 16),
+        (GgufFormat::Q4_1, 2 + 2 + 16),
+        (GgufFormat::Q5_0, 2 + 4 + 16),
+        (GgufFormat::Q5_1, 2 + 2 + 4 + 16),
+        (GgufFormat::Q8_0, 2 + 32),
+        (GgufFormat::Q2K, 16 + 64 + 2 + 2),
+        (GgufFormat::Q3K, 32 + 64 + 12 + 2),
+        (GgufFormat::Q4K, 2 + 2 + 12 + 128),
+        (GgufFormat::Q5K, 2 + 2 + 12 + 32 + 128),
+        (GgufFormat::Q6K, 128 + 64 + 16 + 2),
+        (GgufFormat::Iq4Nl, 2 + 16),
+        (GgufFormat::Iq4Xs, 2 + 2 + 4 + 128),
+        (GgufFormat::Mxfp4, 1 + 16),
+    ];
+    let mut i = 0;
+    while i < expected.len() {
+        assert!(expected[i].0.block_bytes() == expected[i].1, "a block struct's size differs from ggml's");
+        assert!(expected[i].0 as usize == i, "GgufFormat::ALL order");
+        i += 1;
+    }
+    assert!(core::mem::size_of::<BlockQ8_1>() == 2 + 2 + 32);
+    assert!(core::mem::align_of::<BlockMxfp4>() == 1 && core::mem::align_of::<BlockQ4_0>() == 2);
+};
