@@ -1,5 +1,5 @@
 //! The device code embedded in this build (by `build.rs`): for each kernel family, a cubin
-//! (machine code) per architecture and PTX, each compressed (raw deflate).
+//! (machine code) per architecture and PTX, each compressed (one zstd frame).
 //!
 //! # Which artifact a device gets ([`choose`])
 //! 1. The cubin of the same major version with the highest minor not above the device's: a
@@ -39,6 +39,16 @@ impl std::fmt::Display for ArtifactKind {
     }
 }
 
+/// The bytes of one zstd frame, reading at most `limit + 1` of them (an artifact that
+/// decompresses to more than its manifest says is corrupt, and is not inflated further).
+pub fn decompress(compressed: &[u8], limit: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let decoder = ruzstd::decoding::StreamingDecoder::new(compressed).map_err(std::io::Error::other)?;
+    let mut raw = Vec::with_capacity(limit);
+    decoder.take(limit as u64 + 1).read_to_end(&mut raw)?;
+    Ok(raw)
+}
+
 /// One embedded module of one kernel family.
 #[derive(Debug)]
 pub struct Artifact {
@@ -53,14 +63,13 @@ pub struct Artifact {
     pub raw_len: usize,
     /// SHA-256 of the decompressed bytes (as the manifest lists it).
     pub sha256: &'static str,
-    deflated: &'static [u8],
+    compressed: &'static [u8],
 }
 
 impl Artifact {
     /// The module's bytes (cubin or PTX text), decompressed.
     pub fn bytes(&self) -> Result<Vec<u8>> {
-        let raw = miniz_oxide::inflate::decompress_to_vec_with_limit(self.deflated, self.raw_len)
-            .map_err(|e| Error::CorruptArtifact(format!("{self}: {e:?}")))?;
+        let raw = decompress(self.compressed, self.raw_len).map_err(|e| Error::CorruptArtifact(format!("{self}: {e}")))?;
         if raw.len() != self.raw_len {
             return Err(Error::CorruptArtifact(format!("{self}: {} bytes after decompression, {} expected", raw.len(), self.raw_len)));
         }
