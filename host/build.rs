@@ -25,7 +25,7 @@
 //! the sm_100 and sm_120 config rows for an sm_90 target, so that an H100/H200 can test them;
 //! `CUKERNELS_PTXAS` names the `ptxas` to use.
 
-use cukernels_gpu::{Arch, KernelFamily};
+use cukernels_gpu::{Arch, ArtifactKind, KernelFamily};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,30 +48,6 @@ const SHIPPED_PTX: [Arch; 2] = [Arch::Sm100, Arch::Sm120];
 /// are added; 20-22 gain under 1% more.
 const ZSTD_LEVEL: i32 = 19;
 const MANIFEST: &str = "manifest.txt";
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Cubin,
-    Ptx,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Cubin => "cubin",
-            Kind::Ptx => "ptx",
-        }
-    }
-    fn from_name(name: &str) -> Option<Kind> {
-        [Kind::Cubin, Kind::Ptx].into_iter().find(|k| k.name() == name)
-    }
-    fn variant(self) -> &'static str {
-        match self {
-            Kind::Cubin => "Cubin",
-            Kind::Ptx => "Ptx",
-        }
-    }
-}
 
 /// One module to produce: `family`'s kernels compiled for `target` with the config row of
 /// `config`.
@@ -97,7 +73,7 @@ struct Entry {
     family: KernelFamily,
     target: Arch,
     config: Arch,
-    kind: Kind,
+    kind: ArtifactKind,
     file: String,
     raw_len: usize,
     raw_sha256: String,
@@ -128,7 +104,7 @@ impl Entry {
             family: KernelFamily::from_name(f[0])?,
             target: Arch::from_name(f[1])?,
             config: Arch::from_name(f[2])?,
-            kind: Kind::from_name(f[3])?,
+            kind: ArtifactKind::from_name(f[3])?,
             file: f[4].to_string(),
             raw_len: f[5].parse().ok()?,
             raw_sha256: f[6].to_string(),
@@ -174,11 +150,11 @@ fn main() {
     for e in &entries {
         let path = dir.join(&e.file);
         table += &format!(
-            "    Artifact {{ family: KernelFamily::{:?}, target: Arch::{:?}, config: Arch::{:?}, kind: ArtifactKind::{}, raw_len: {}, sha256: \"{}\", compressed: include_bytes!({:?}) }},\n",
+            "    Artifact {{ family: KernelFamily::{:?}, target: Arch::{:?}, config: Arch::{:?}, kind: ArtifactKind::{:?}, raw_len: {}, sha256: \"{}\", compressed: include_bytes!({:?}) }},\n",
             e.family,
             e.target,
             e.config,
-            e.kind.variant(),
+            e.kind,
             e.raw_len,
             e.raw_sha256,
             path.display().to_string()
@@ -324,7 +300,7 @@ fn build_from_source(source_dir: &Path, out_dir: &Path, dir: &Path, source_sha25
                 let ptx_path = ptx_dir.join(format!("{}.ptx", b.stem()));
                 std::fs::write(&ptx_path, &ptx).unwrap();
                 let cubin = assemble_cubin(ptxas, &ptx_path, b);
-                let entries = [(Kind::Ptx, ptx.into_bytes()), (Kind::Cubin, cubin)]
+                let entries = [(ArtifactKind::Ptx, ptx.into_bytes()), (ArtifactKind::Cubin, cubin)]
                     .into_iter()
                     .map(|(kind, raw)| write_artifact(dir, b, kind, &raw))
                     .collect();
@@ -360,7 +336,7 @@ fn build_from_source(source_dir: &Path, out_dir: &Path, dir: &Path, source_sha25
     let package_dir = out_dir.join("package");
     let _ = std::fs::remove_dir_all(&package_dir);
     if archs.len() == Arch::ALL.len() {
-        let shipped = |e: &Entry| e.target == e.config && (e.kind == Kind::Cubin || SHIPPED_PTX.contains(&e.target));
+        let shipped = |e: &Entry| e.target == e.config && (e.kind == ArtifactKind::Cubin || SHIPPED_PTX.contains(&e.target));
         std::fs::create_dir_all(&package_dir).unwrap();
         for e in entries.iter().filter(|e| shipped(e)) {
             std::fs::copy(dir.join(&e.file), package_dir.join(&e.file)).unwrap();
@@ -370,7 +346,7 @@ fn build_from_source(source_dir: &Path, out_dir: &Path, dir: &Path, source_sha25
     entries
 }
 
-fn write_artifact(dir: &Path, b: Build, kind: Kind, raw: &[u8]) -> Entry {
+fn write_artifact(dir: &Path, b: Build, kind: ArtifactKind, raw: &[u8]) -> Entry {
     let compressed = compress(raw);
     let file = format!("{}.{}.zst", b.stem(), kind.name());
     std::fs::write(dir.join(&file), &compressed).unwrap();

@@ -13,31 +13,7 @@
 //! Below sm_70 nothing runs ([`Error::UnsupportedDevice`]).
 
 use crate::error::{Error, Result};
-pub use cukernels_gpu::{Arch, KernelFamily};
-
-/// Machine code or PTX.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ArtifactKind {
-    /// Machine code for one major version (`ptxas` output): loads in milliseconds.
-    Cubin,
-    /// PTX: the driver JIT-compiles it for the device at load.
-    Ptx,
-}
-
-impl ArtifactKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ArtifactKind::Cubin => "cubin",
-            ArtifactKind::Ptx => "ptx",
-        }
-    }
-}
-
-impl std::fmt::Display for ArtifactKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use cukernels_gpu::{Arch, ArtifactKind, KernelFamily};
 
 /// The bytes of one zstd frame, reading at most `limit + 1` of them (an artifact that
 /// decompresses to more than its manifest says is corrupt, and is not inflated further).

@@ -22,24 +22,34 @@
 //! let q4k = quantize(GgufFormat::Q4K, &x).unwrap(); // one 144-byte super-block
 //! assert_eq!(q4k.len(), 144);
 //! let y = dequantize(GgufFormat::Q4K, &q4k).unwrap();
-//! assert!(x.iter().zip(&y).all(|(a, b)| (a - b).abs() < 0.05));
+//! // 4.5 bits a weight: within half a step (1/15 of a sub-block's range) of the input.
+//! assert!(x.iter().zip(&y).all(|(a, b)| (a - b).abs() < 0.08));
 //! ```
 
 use crate::error::{Error, Result};
 pub use cukernels_gpu::quant::{
-    e8m0_to_f32_half, scale_iq4xs, scale_min_k4, scale_q3k, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    e8m0_to_f32_half, five_bits, k4_nibble, nibble, scale_iq4xs, scale_min_k4, scale_q3k, six_bits, two_bits, BlockFormat, Chunk, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, GgufFormat, KVALUES_IQ4NL, KVALUES_MXFP4, QK, QK_K,
 };
 use half::f16;
 
-/// A block format: its layout (the struct) and ggml's reference conversions.
-pub trait QuantBlock: bytemuck::Pod {
-    /// Weights per block.
-    const ELEMENTS: usize;
-    /// `ELEMENTS` weights from this block.
-    fn dequantize(&self, out: &mut [f32]);
-    /// The block ggml's reference quantizer makes of `ELEMENTS` weights.
+/// A block format's reference quantizer (its layout and decoding, shared with the device, are
+/// [`BlockFormat`]).
+pub trait QuantBlock: BlockFormat + bytemuck::Pod {
+    /// The block ggml's reference quantizer makes of one block's worth of weights.
     fn quantize(x: &[f32]) -> Self;
+}
+
+/// One block's weights (ggml's `dequantize_row_*`, bit for bit): each chunk's
+/// `scale · v + offset`, in that order, unfused.
+pub fn dequantize_block<B: BlockFormat>(block: &B, y: &mut [f32]) {
+    for (c, out) in y.chunks_exact_mut(QK).enumerate() {
+        let chunk = block.chunk(c);
+        for (j, w) in out.iter_mut().enumerate() {
+            let (scale, v) = (chunk.scale[j / 16], chunk.value(j) as f32);
+            *w = if B::HAS_OFFSET { scale * v + chunk.offset[j / 16] } else { scale * v };
+        }
+    }
 }
 
 /// Dequantizes `bytes` (whole blocks of `format`) to f32.
@@ -87,20 +97,22 @@ fn dequantize_blocks<B: QuantBlock>(format: GgufFormat, bytes: &[u8]) -> Result<
     if bytes.len() % size != 0 {
         return Err(Error::invalid("bytes", bytes.len(), format!("not a whole number of {format} blocks ({size} bytes each)")));
     }
-    let mut out = vec![0f32; bytes.len() / size * B::ELEMENTS];
-    for (block, y) in bytes.chunks_exact(size).zip(out.chunks_exact_mut(B::ELEMENTS)) {
+    let elements = format.block_elements();
+    let mut out = vec![0f32; bytes.len() / size * elements];
+    for (block, y) in bytes.chunks_exact(size).zip(out.chunks_exact_mut(elements)) {
         // Blocks in a byte buffer need not be aligned (GGUF tensor data often is not).
-        bytemuck::pod_read_unaligned::<B>(block).dequantize(y);
+        dequantize_block(&bytemuck::pod_read_unaligned::<B>(block), y);
     }
     Ok(out)
 }
 
 fn quantize_blocks<B: QuantBlock>(format: GgufFormat, x: &[f32]) -> Result<Vec<u8>> {
-    if x.len() % B::ELEMENTS != 0 {
-        return Err(Error::invalid("x", x.len(), format!("{format} needs a multiple of {} elements", B::ELEMENTS)));
+    let elements = format.block_elements();
+    if x.len() % elements != 0 {
+        return Err(Error::invalid("x", x.len(), format!("{format} needs a multiple of {elements} elements")));
     }
-    let mut out = Vec::with_capacity(x.len() / B::ELEMENTS * std::mem::size_of::<B>());
-    for chunk in x.chunks_exact(B::ELEMENTS) {
+    let mut out = Vec::with_capacity(x.len() / elements * std::mem::size_of::<B>());
+    for chunk in x.chunks_exact(elements) {
         out.extend_from_slice(bytemuck::bytes_of(&B::quantize(chunk)));
     }
     Ok(out)
@@ -160,15 +172,6 @@ fn inverse_or_zero(d: f32) -> f32 {
 /// The nibble pairs of a 32-element block: element `j` low, `j + 16` high.
 fn pack_nibbles(q: &[u8; QK]) -> [u8; QK / 2] {
     std::array::from_fn(|j| (q[j] & 0xF) | ((q[j + QK / 2] & 0xF) << 4))
-}
-
-/// The unsigned nibble `j` (0..32) of a 32-element block.
-fn nibble(qs: &[u8; QK / 2], j: usize) -> u8 {
-    if j < QK / 2 {
-        qs[j] & 0xF
-    } else {
-        qs[j - QK / 2] >> 4
-    }
 }
 
 /// Index of the level of the sorted `values` nearest `x` (ggml's branch-free
@@ -463,13 +466,6 @@ fn min_offset_levels(x: &[f32], bits: u32) -> (f32, f32, [u8; QK]) {
 }
 
 impl QuantBlock for BlockQ4_0 {
-    const ELEMENTS: usize = QK;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (j, out) in y.iter_mut().enumerate() {
-            *out = (nibble(&self.qs, j) as i32 - 8) as f32 * d;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let (d, q) = zero_point_levels(x, 4);
         BlockQ4_0 { d: h(d), qs: pack_nibbles(&q) }
@@ -477,22 +473,10 @@ impl QuantBlock for BlockQ4_0 {
 }
 
 impl QuantBlock for BlockQ4_1 {
-    const ELEMENTS: usize = QK;
-    fn dequantize(&self, y: &mut [f32]) {
-        let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (j, out) in y.iter_mut().enumerate() {
-            *out = nibble(&self.qs, j) as f32 * d + m;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let (d, min, q) = min_offset_levels(x, 4);
         BlockQ4_1 { d: h(d), m: h(min), qs: pack_nibbles(&q) }
     }
-}
-
-/// The 5-bit level `j` of a `q5_*` block.
-fn five_bits(qs: &[u8; QK / 2], qh: [u8; 4], j: usize) -> u8 {
-    nibble(qs, j) | ((((u32::from_le_bytes(qh) >> j) & 1) as u8) << 4)
 }
 
 /// The `qs` and `qh` of 32 five-bit levels.
@@ -502,13 +486,6 @@ fn pack_five_bits(q: &[u8; QK]) -> ([u8; QK / 2], [u8; 4]) {
 }
 
 impl QuantBlock for BlockQ5_0 {
-    const ELEMENTS: usize = QK;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (j, out) in y.iter_mut().enumerate() {
-            *out = (five_bits(&self.qs, self.qh, j) as i32 - 16) as f32 * d;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let (d, q) = zero_point_levels(x, 5);
         let (qs, qh) = pack_five_bits(&q);
@@ -517,13 +494,6 @@ impl QuantBlock for BlockQ5_0 {
 }
 
 impl QuantBlock for BlockQ5_1 {
-    const ELEMENTS: usize = QK;
-    fn dequantize(&self, y: &mut [f32]) {
-        let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (j, out) in y.iter_mut().enumerate() {
-            *out = five_bits(&self.qs, self.qh, j) as f32 * d + m;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let (d, min, q) = min_offset_levels(x, 5);
         let (qs, qh) = pack_five_bits(&q);
@@ -532,23 +502,10 @@ impl QuantBlock for BlockQ5_1 {
 }
 
 impl QuantBlock for BlockQ8_0 {
-    const ELEMENTS: usize = QK;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (out, &q) in y.iter_mut().zip(&self.qs) {
-            *out = q as f32 * d;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let q8 = quantize_q8_1_block(x);
         BlockQ8_0 { d: q8.d, qs: q8.qs }
     }
-}
-
-/// The 2-bit field `shift` of `qs[32·half + l]`: level of element `128·half + 32·(shift/2) + l`.
-fn two_bits(qs: &[u8; QK_K / 4], e: usize) -> u8 {
-    let (half, group, l) = (e / 128, (e % 128) / 32, e % 32);
-    (qs[32 * half + l] >> (2 * group)) & 3
 }
 
 /// `qs` of 256 two-bit levels (q2_K and q3_K's low bits).
@@ -561,15 +518,6 @@ fn pack_two_bits(levels: &[u8; QK_K]) -> [u8; QK_K / 4] {
 }
 
 impl QuantBlock for BlockQ2K {
-    const ELEMENTS: usize = QK_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let (d, min) = (self.d.to_f32(), self.dmin.to_f32());
-        for (e, out) in y.iter_mut().enumerate() {
-            let sc = self.scales[e / 16];
-            let (dl, ml) = (d * (sc & 0xF) as f32, min * (sc >> 4) as f32);
-            *out = dl * two_bits(&self.qs, e) as f32 - ml;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         const Q4SCALE: f32 = 15.0;
         let mut levels = [0u8; QK_K];
@@ -617,15 +565,6 @@ impl QuantBlock for BlockQ2K {
 }
 
 impl QuantBlock for BlockQ3K {
-    const ELEMENTS: usize = QK_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d_all = self.d.to_f32();
-        for (e, out) in y.iter_mut().enumerate() {
-            let dl = d_all * scale_q3k(e / 16, &self.scales) as f32;
-            let high = self.hmask[e % 32] & (1 << (e / 32)) != 0;
-            *out = dl * (two_bits(&self.qs, e) as i32 - if high { 0 } else { 4 }) as f32;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let mut levels = [0i8; QK_K];
         let mut scales = [0f32; QK_K / 16];
@@ -726,16 +665,6 @@ fn quantize_k4(x: &[f32], nmax: i32, rmin: f32, nstep: i32) -> ([u8; QK_K], [u8;
     (levels, packed, d, dmin)
 }
 
-/// Element `e` of a `q4_K`/`q5_K` super-block: its 4 low bits in `qs`.
-fn k4_nibble(qs: &[u8; QK_K / 2], e: usize) -> u8 {
-    let (pair, l) = (e / 64, e % 32);
-    if (e % 64) < 32 {
-        qs[32 * pair + l] & 0xF
-    } else {
-        qs[32 * pair + l] >> 4
-    }
-}
-
 fn pack_k4_nibbles(levels: &[u8; QK_K]) -> [u8; QK_K / 2] {
     std::array::from_fn(|i| {
         let (pair, l) = (i / 32, i % 32);
@@ -744,14 +673,6 @@ fn pack_k4_nibbles(levels: &[u8; QK_K]) -> [u8; QK_K / 2] {
 }
 
 impl QuantBlock for BlockQ4K {
-    const ELEMENTS: usize = QK_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let (d, min) = (self.d.to_f32(), self.dmin.to_f32());
-        for (e, out) in y.iter_mut().enumerate() {
-            let (sc, m) = scale_min_k4(e / 32, &self.scales);
-            *out = d * sc as f32 * k4_nibble(&self.qs, e) as f32 - min * m as f32;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let (levels, scales, d, dmin) = quantize_k4(x, 15, -1.0, 20);
         BlockQ4K { d, dmin, scales, qs: pack_k4_nibbles(&levels) }
@@ -759,16 +680,6 @@ impl QuantBlock for BlockQ4K {
 }
 
 impl QuantBlock for BlockQ5K {
-    const ELEMENTS: usize = QK_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let (d, min) = (self.d.to_f32(), self.dmin.to_f32());
-        for (e, out) in y.iter_mut().enumerate() {
-            let (sc, m) = scale_min_k4(e / 32, &self.scales);
-            let high = self.qh[e % 32] & (1 << (e / 32)) != 0;
-            let q = k4_nibble(&self.qs, e) as i32 + if high { 16 } else { 0 };
-            *out = d * sc as f32 * q as f32 - min * m as f32;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let (levels, scales, d, dmin) = quantize_k4(x, 31, -0.5, 15);
         let mut qh = [0u8; QK_K / 8];
@@ -782,19 +693,6 @@ impl QuantBlock for BlockQ5K {
 }
 
 impl QuantBlock for BlockQ6K {
-    const ELEMENTS: usize = QK_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (e, out) in y.iter_mut().enumerate() {
-            // Element 128·n + 32·g + l: 4 low bits in ql[64·n + 32·(g % 2) + l] (nibble g / 2),
-            // 2 high bits in qh[32·n + l] (bits 2g..2g+2).
-            let (n, g, l) = (e / 128, (e % 128) / 32, e % 32);
-            let low = (self.ql[64 * n + 32 * (g % 2) + l] >> (4 * (g / 2))) & 0xF;
-            let high = (self.qh[32 * n + l] >> (2 * g)) & 3;
-            let q = (low | (high << 4)) as i8 - 32;
-            *out = d * self.scales[e / 16] as f32 * q as f32;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let mut levels = [0i8; QK_K];
         let mut scales = [0f32; QK_K / 16];
@@ -833,13 +731,6 @@ impl QuantBlock for BlockQ6K {
 }
 
 impl QuantBlock for BlockIq4Nl {
-    const ELEMENTS: usize = QK;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (j, out) in y.iter_mut().enumerate() {
-            *out = d * KVALUES_IQ4NL[nibble(&self.qs, j) as usize] as f32;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let q = quantize_iq4(x, -1);
         let levels: [u8; QK] = std::array::from_fn(|j| q.levels[j]);
@@ -848,15 +739,6 @@ impl QuantBlock for BlockIq4Nl {
 }
 
 impl QuantBlock for BlockIq4Xs {
-    const ELEMENTS: usize = QK_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (e, out) in y.iter_mut().enumerate() {
-            let dl = d * scale_iq4xs(e / 32, self.scales_h, &self.scales_l) as f32;
-            let qs: &[u8; 16] = self.qs[16 * (e / 32)..16 * (e / 32) + 16].try_into().expect("16 bytes a sub-block");
-            *out = dl * KVALUES_IQ4NL[nibble(qs, e % 32) as usize] as f32;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let q = quantize_iq4(x, 7);
         let (mut scales_l, mut scales_h) = ([0u8; QK_K / 64], 0u16);
@@ -874,13 +756,6 @@ impl QuantBlock for BlockIq4Xs {
 }
 
 impl QuantBlock for BlockMxfp4 {
-    const ELEMENTS: usize = QK;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = e8m0_to_f32_half(self.e);
-        for (j, out) in y.iter_mut().enumerate() {
-            *out = KVALUES_MXFP4[nibble(&self.qs, j) as usize] as f32 * d;
-        }
-    }
     fn quantize(x: &[f32]) -> Self {
         let (amax, _) = signed_abs_max(x);
         // ggml: floor(log2(amax)) − 2 + 127 through `log2f`; an exponent below the E8M0 range

@@ -19,6 +19,38 @@ pub enum KernelFamily {
     Attention,
 }
 
+/// The two forms a family's module ships in (the host's build script writes them, the runtime
+/// picks one; both read this one definition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ArtifactKind {
+    /// Machine code for one major version (`ptxas` output): loads in milliseconds.
+    Cubin,
+    /// PTX: the driver JIT-compiles it for the device at load.
+    Ptx,
+}
+
+impl ArtifactKind {
+    pub const ALL: [ArtifactKind; 2] = [ArtifactKind::Cubin, ArtifactKind::Ptx];
+
+    /// Lower-case name: artifact file names and the manifest.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ArtifactKind::Cubin => "cubin",
+            ArtifactKind::Ptx => "ptx",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ArtifactKind> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl core::fmt::Display for ArtifactKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What the host needs to know of one entry point to load and check it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelSpec {

@@ -165,6 +165,278 @@ pub const fn scale_iq4xs(b: usize, scales_h: u16, scales_l: &[u8; 4]) -> i8 {
     (low | (high << 4)) as i8 - 32
 }
 
+/// An f16 scale as f32 (exact): `half` on the host, `cvt.f32.f16` on the device.
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline(always)]
+pub fn half_to_f32(h: Half) -> f32 {
+    h.to_f32()
+}
+
+/// An f16 scale as f32 (exact): `half` on the host, `cvt.f32.f16` on the device.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub fn half_to_f32(h: Half) -> f32 {
+    crate::device::ptx::f16_to_f32(h.0 as u32)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding: every format as 32-weight chunks of small integers with a scale and an offset
+// ---------------------------------------------------------------------------------------------
+
+/// 32 consecutive weights of a block, the way integer products see them: weight `j` is
+/// `scale[j / 16] · v_j (+ offset[j / 16])`, `v_j` the signed byte `j` of `values` (4 to a
+/// word, little-endian, ready for `dp4a`/`mma` with a q8_1 activation block). The two halves
+/// have their own scale because q2_K, q3_K and q6_K scale every 16 weights; in the other
+/// formats both halves are equal. With the activations' `q8_1` block `(dx, qx, sx)`, the chunk's
+/// dot product is `Σ_h scale[h]·dx·Σ v·qx + offset[h]·dx·Σ qx` over the halves.
+///
+/// The scales are computed exactly as ggml's `dequantize_row_*` computes them, so that
+/// `scale · v + offset` (in that order, f32, not fused) is ggml's dequantized weight bit for
+/// bit (the host's `quant::dequantize` is built on this).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Chunk {
+    pub values: [u32; 8],
+    pub scale: [f32; 2],
+    pub offset: [f32; 2],
+}
+
+impl Chunk {
+    /// The signed integer of weight `j`.
+    #[inline(always)]
+    pub const fn value(&self, j: usize) -> i8 {
+        (self.values[j / 4] >> (8 * (j % 4))) as u8 as i8
+    }
+}
+
+/// A block format's decoding (host and device).
+pub trait BlockFormat: Copy {
+    const FORMAT: GgufFormat;
+    /// Whether the weights carry an offset (the `_1` formats' `m`, the K-quants' minimums).
+    const HAS_OFFSET: bool;
+    /// Chunk `c` (`0 .. block_elements / 32`) of the block.
+    fn chunk(&self, c: usize) -> Chunk;
+}
+
+/// 32 signed bytes from `v(j)`, packed 4 to a word.
+#[inline(always)]
+fn pack_values(v: impl Fn(usize) -> i8) -> [u32; 8] {
+    let mut words = [0u32; 8];
+    let mut j = 0;
+    while j < 32 {
+        words[j / 4] |= (v(j) as u8 as u32) << (8 * (j % 4));
+        j += 1;
+    }
+    words
+}
+
+/// One scale for both halves and no offset.
+#[inline(always)]
+fn scaled(values: [u32; 8], scale: f32) -> Chunk {
+    Chunk { values, scale: [scale, scale], offset: [0.0, 0.0] }
+}
+
+/// The unsigned nibble `j` (0..32) of a 32-weight block: weight `j` in the low nibble of
+/// `qs[j]`, weight `j + 16` in the high nibble of `qs[j]`.
+#[inline(always)]
+pub const fn nibble(qs: &[u8; QK / 2], j: usize) -> u8 {
+    if j < QK / 2 {
+        qs[j] & 0xF
+    } else {
+        qs[j - QK / 2] >> 4
+    }
+}
+
+/// The 5-bit level `j` of a `q5_0`/`q5_1` block: a nibble, and bit `j` of `qh`.
+#[inline(always)]
+pub const fn five_bits(qs: &[u8; QK / 2], qh: [u8; 4], j: usize) -> u8 {
+    nibble(qs, j) | ((((u32::from_le_bytes(qh) >> j) & 1) as u8) << 4)
+}
+
+/// The 2-bit level of weight `e` of a q2_K/q3_K super-block: bits `2g..2g+2` of
+/// `qs[32·half + l]` for `e = 128·half + 32·g + l`.
+#[inline(always)]
+pub const fn two_bits(qs: &[u8; QK_K / 4], e: usize) -> u8 {
+    let (half, group, l) = (e / 128, (e % 128) / 32, e % 32);
+    (qs[32 * half + l] >> (2 * group)) & 3
+}
+
+/// The 4 low bits of weight `e` of a q4_K/q5_K super-block: `qs[32·p + l]`, low nibble for
+/// `e = 64·p + l`, high nibble for `e = 64·p + 32 + l`.
+#[inline(always)]
+pub const fn k4_nibble(qs: &[u8; QK_K / 2], e: usize) -> u8 {
+    let (pair, l) = (e / 64, e % 32);
+    if (e % 64) < 32 {
+        qs[32 * pair + l] & 0xF
+    } else {
+        qs[32 * pair + l] >> 4
+    }
+}
+
+/// The 6-bit level of weight `e` of a q6_K super-block (`e = 128·n + 32·g + l`): 4 low bits in
+/// nibble `g / 2` of `ql[64·n + 32·(g % 2) + l]`, 2 high bits in bits `2g..2g+2` of
+/// `qh[32·n + l]`.
+#[inline(always)]
+pub const fn six_bits(ql: &[u8; QK_K / 2], qh: &[u8; QK_K / 4], e: usize) -> u8 {
+    let (n, g, l) = (e / 128, (e % 128) / 32, e % 32);
+    let low = (ql[64 * n + 32 * (g % 2) + l] >> (4 * (g / 2))) & 0xF;
+    let high = (qh[32 * n + l] >> (2 * g)) & 3;
+    low | (high << 4)
+}
+
+impl BlockFormat for BlockQ4_0 {
+    const FORMAT: GgufFormat = GgufFormat::Q4_0;
+    const HAS_OFFSET: bool = false;
+    #[inline(always)]
+    fn chunk(&self, _: usize) -> Chunk {
+        scaled(pack_values(|j| nibble(&self.qs, j) as i8 - 8), half_to_f32(self.d))
+    }
+}
+
+impl BlockFormat for BlockQ4_1 {
+    const FORMAT: GgufFormat = GgufFormat::Q4_1;
+    const HAS_OFFSET: bool = true;
+    #[inline(always)]
+    fn chunk(&self, _: usize) -> Chunk {
+        let (d, m) = (half_to_f32(self.d), half_to_f32(self.m));
+        Chunk { values: pack_values(|j| nibble(&self.qs, j) as i8), scale: [d, d], offset: [m, m] }
+    }
+}
+
+impl BlockFormat for BlockQ5_0 {
+    const FORMAT: GgufFormat = GgufFormat::Q5_0;
+    const HAS_OFFSET: bool = false;
+    #[inline(always)]
+    fn chunk(&self, _: usize) -> Chunk {
+        scaled(pack_values(|j| five_bits(&self.qs, self.qh, j) as i8 - 16), half_to_f32(self.d))
+    }
+}
+
+impl BlockFormat for BlockQ5_1 {
+    const FORMAT: GgufFormat = GgufFormat::Q5_1;
+    const HAS_OFFSET: bool = true;
+    #[inline(always)]
+    fn chunk(&self, _: usize) -> Chunk {
+        let (d, m) = (half_to_f32(self.d), half_to_f32(self.m));
+        Chunk { values: pack_values(|j| five_bits(&self.qs, self.qh, j) as i8), scale: [d, d], offset: [m, m] }
+    }
+}
+
+impl BlockFormat for BlockQ8_0 {
+    const FORMAT: GgufFormat = GgufFormat::Q8_0;
+    const HAS_OFFSET: bool = false;
+    #[inline(always)]
+    fn chunk(&self, _: usize) -> Chunk {
+        scaled(pack_values(|j| self.qs[j]), half_to_f32(self.d))
+    }
+}
+
+impl BlockFormat for BlockQ2K {
+    const FORMAT: GgufFormat = GgufFormat::Q2K;
+    const HAS_OFFSET: bool = true;
+    /// Sub-blocks `2c` and `2c + 1`: `d · (sc & 15) · q − dmin · (sc >> 4)`.
+    #[inline(always)]
+    fn chunk(&self, c: usize) -> Chunk {
+        let (d, min) = (half_to_f32(self.d), half_to_f32(self.dmin));
+        let (s0, s1) = (self.scales[2 * c], self.scales[2 * c + 1]);
+        Chunk {
+            values: pack_values(|j| two_bits(&self.qs, 32 * c + j) as i8),
+            scale: [d * (s0 & 0xF) as f32, d * (s1 & 0xF) as f32],
+            offset: [-(min * (s0 >> 4) as f32), -(min * (s1 >> 4) as f32)],
+        }
+    }
+}
+
+impl BlockFormat for BlockQ3K {
+    const FORMAT: GgufFormat = GgufFormat::Q3K;
+    const HAS_OFFSET: bool = false;
+    /// Sub-blocks `2c` and `2c + 1`: `d · (sc − 32) · (q − 4·!hbit)`.
+    #[inline(always)]
+    fn chunk(&self, c: usize) -> Chunk {
+        let d = half_to_f32(self.d);
+        Chunk {
+            values: pack_values(|j| {
+                let e = 32 * c + j;
+                let high = self.hmask[e % 32] & (1 << (e / 32)) != 0;
+                two_bits(&self.qs, e) as i8 - if high { 0 } else { 4 }
+            }),
+            scale: [d * scale_q3k(2 * c, &self.scales) as f32, d * scale_q3k(2 * c + 1, &self.scales) as f32],
+            offset: [0.0, 0.0],
+        }
+    }
+}
+
+/// Sub-block `c` of a q4_K/q5_K super-block: `d · sc · q − dmin · m`, with the 4 low bits of
+/// each level from `qs` and `high(e)` added.
+#[inline(always)]
+fn k4_chunk(d: Half, dmin: Half, scales: &[u8; 12], qs: &[u8; QK_K / 2], c: usize, high: impl Fn(usize) -> u8) -> Chunk {
+    let (sc, m) = scale_min_k4(c, scales);
+    let (scale, offset) = (half_to_f32(d) * sc as f32, -(half_to_f32(dmin) * m as f32));
+    Chunk { values: pack_values(|j| (k4_nibble(qs, 32 * c + j) + high(32 * c + j)) as i8), scale: [scale, scale], offset: [offset, offset] }
+}
+
+impl BlockFormat for BlockQ4K {
+    const FORMAT: GgufFormat = GgufFormat::Q4K;
+    const HAS_OFFSET: bool = true;
+    #[inline(always)]
+    fn chunk(&self, c: usize) -> Chunk {
+        k4_chunk(self.d, self.dmin, &self.scales, &self.qs, c, |_| 0)
+    }
+}
+
+impl BlockFormat for BlockQ5K {
+    const FORMAT: GgufFormat = GgufFormat::Q5K;
+    const HAS_OFFSET: bool = true;
+    #[inline(always)]
+    fn chunk(&self, c: usize) -> Chunk {
+        k4_chunk(self.d, self.dmin, &self.scales, &self.qs, c, |e| if self.qh[e % 32] & (1 << (e / 32)) != 0 { 16 } else { 0 })
+    }
+}
+
+impl BlockFormat for BlockQ6K {
+    const FORMAT: GgufFormat = GgufFormat::Q6K;
+    const HAS_OFFSET: bool = false;
+    /// Sub-blocks `2c` and `2c + 1`: `d · sc · (q − 32)`.
+    #[inline(always)]
+    fn chunk(&self, c: usize) -> Chunk {
+        let d = half_to_f32(self.d);
+        Chunk {
+            values: pack_values(|j| six_bits(&self.ql, &self.qh, 32 * c + j) as i8 - 32),
+            scale: [d * self.scales[2 * c] as f32, d * self.scales[2 * c + 1] as f32],
+            offset: [0.0, 0.0],
+        }
+    }
+}
+
+impl BlockFormat for BlockIq4Nl {
+    const FORMAT: GgufFormat = GgufFormat::Iq4Nl;
+    const HAS_OFFSET: bool = false;
+    #[inline(always)]
+    fn chunk(&self, _: usize) -> Chunk {
+        scaled(pack_values(|j| KVALUES_IQ4NL[nibble(&self.qs, j) as usize]), half_to_f32(self.d))
+    }
+}
+
+impl BlockFormat for BlockIq4Xs {
+    const FORMAT: GgufFormat = GgufFormat::Iq4Xs;
+    const HAS_OFFSET: bool = false;
+    /// Sub-block `c`: `d · (sc − 32) · KVALUES_IQ4NL[q]`, its nibbles in `qs[16c .. 16c + 16]`.
+    #[inline(always)]
+    fn chunk(&self, c: usize) -> Chunk {
+        let qs: [u8; 16] = core::array::from_fn(|i| self.qs[16 * c + i]);
+        let scale = half_to_f32(self.d) * scale_iq4xs(c, self.scales_h, &self.scales_l) as f32;
+        scaled(pack_values(|j| KVALUES_IQ4NL[nibble(&qs, j) as usize]), scale)
+    }
+}
+
+impl BlockFormat for BlockMxfp4 {
+    const FORMAT: GgufFormat = GgufFormat::Mxfp4;
+    const HAS_OFFSET: bool = false;
+    #[inline(always)]
+    fn chunk(&self, _: usize) -> Chunk {
+        scaled(pack_values(|j| KVALUES_MXFP4[nibble(&self.qs, j) as usize]), e8m0_to_f32_half(self.e))
+    }
+}
+
 /// The GGUF block formats cukernels reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GgufFormat {
