@@ -6,7 +6,7 @@
 //! reproduces it and also runs it with a fresh seed, handing that file to this test through
 //! `CUKERNELS_GGUF_VECTORS`). Every comparison is bit for bit, element by element.
 
-use cukernels::quant::{dequantize, quantize, quantize_q8_1};
+use cukernels::quant::{dequantize, dot_q8_1, quantize, quantize_q8_1};
 use cukernels::{Error, GgufFormat, QK, QK_K};
 use rand::{Rng, SeedableRng};
 
@@ -233,4 +233,29 @@ fn wrong_lengths_are_typed_errors_naming_the_argument() {
         assert_eq!(format.row_bytes(usize::MAX, format.block_elements()), None);
     }
     assert!(matches!(quantize_q8_1(&[0.0; 33]), Err(Error::InvalidArgument { name: "x", .. })));
+}
+
+/// The integer form the GPU kernels compute (`chunk_dot`: int8 chunk values against q8_1
+/// activations, `dp4a`, then the chunk's scales and offsets) against f64 products of the
+/// dequantized weights and the dequantized activations, row by row, in every format.
+#[test]
+fn integer_dot_products_equal_dequantized_products_in_every_format() {
+    for format in GgufFormat::ALL {
+        let k = 4 * QK_K;
+        for (r, row) in test_rows(100 + format as u64, k).iter().enumerate() {
+            let weights = quantize(format, row).unwrap();
+            let activations: Vec<f32> = (0..k).map(|i| ((i * 7 % 23) as f32 - 11.0) * 0.05 + if i % 5 == 0 { 0.8 } else { 0.0 }).collect();
+            let xq = quantize_q8_1(&activations).unwrap();
+            let w = dequantize(format, &weights).unwrap();
+            let x: Vec<f64> = xq.iter().flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d.to_f32() as f64)).collect();
+            let reference: f64 = w.iter().zip(&x).map(|(&a, &b)| a as f64 * b).sum();
+            let magnitude: f64 = w.iter().zip(&x).map(|(&a, &b)| (a as f64 * b).abs()).sum();
+            let ours = dot_q8_1(format, &weights, &xq).unwrap() as f64;
+            assert!((ours - reference).abs() <= 1e-5 * magnitude, "{format} row {r}: {ours} against {reference} (magnitude {magnitude})");
+        }
+        assert!(matches!(dot_q8_1(format, &vec![0u8; format.block_bytes()], &[]), Err(Error::InvalidArgument { name: "x", .. })));
+    }
+    // The host's dp4a is the PTX instruction's arithmetic: four signed byte products, added.
+    // a = [1, 127, -1, -128], b = [-128, -1, 1, 127] (little-endian bytes).
+    assert_eq!(cukernels::quant::dp4a(0x80ff_7f01, 0x7f01_ff80, 10), 10 - 128 - 127 - 1 - 128 * 127);
 }

@@ -28,7 +28,7 @@
 
 use crate::error::{Error, Result};
 pub use cukernels_gpu::quant::{
-    e8m0_to_f32_half, five_bits, k4_nibble, nibble, scale_iq4xs, scale_min_k4, scale_q3k, six_bits, two_bits, BlockFormat, Chunk, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    chunk_dot, dp4a, e8m0_to_f32_half, five_bits, q8_words, k4_nibble, nibble, scale_iq4xs, scale_min_k4, scale_q3k, six_bits, two_bits, BlockFormat, Chunk, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, GgufFormat, KVALUES_IQ4NL, KVALUES_MXFP4, QK, QK_K,
 };
 use half::f16;
@@ -60,6 +60,34 @@ pub fn dequantize(format: GgufFormat, bytes: &[u8]) -> Result<Vec<f32>> {
 /// Quantizes `x` (a whole number of `format` blocks) with ggml's reference quantizer.
 pub fn quantize(format: GgufFormat, x: &[f32]) -> Result<Vec<u8>> {
     with_block!(format, B => quantize_blocks::<B>(format, x))
+}
+
+/// One row of weights (whole blocks of `format`) times the same number of activations as q8_1
+/// blocks, computed the way the GPU kernels compute it: for each 32-weight chunk, integer dot
+/// products ([`chunk_dot`], `dp4a`) scaled by the chunk's and the activations' scales, summed
+/// in order in f32.
+pub fn dot_q8_1(format: GgufFormat, row: &[u8], x: &[BlockQ8_1]) -> Result<f32> {
+    with_block!(format, B => dot_blocks::<B>(format, row, x))
+}
+
+fn dot_blocks<B: QuantBlock>(format: GgufFormat, row: &[u8], x: &[BlockQ8_1]) -> Result<f32> {
+    let size = std::mem::size_of::<B>();
+    let chunks = format.block_elements() / QK;
+    if row.len() % size != 0 {
+        return Err(Error::invalid("row", row.len(), format!("not a whole number of {format} blocks ({size} bytes each)")));
+    }
+    if x.len() != row.len() / size * chunks {
+        return Err(Error::invalid("x", x.len(), format!("the row holds {} weights: {} q8_1 blocks", row.len() / size * format.block_elements(), row.len() / size * chunks)));
+    }
+    let mut acc = 0f32;
+    for (b, bytes) in row.chunks_exact(size).enumerate() {
+        let block = bytemuck::pod_read_unaligned::<B>(bytes);
+        for c in 0..chunks {
+            let (chunk, act) = (block.chunk(c), &x[b * chunks + c]);
+            acc += chunk_dot(&chunk, B::HAS_OFFSET, &q8_words(act), act.d.to_f32());
+        }
+    }
+    Ok(acc)
 }
 
 /// Quantizes activations to `q8_1` blocks (what the integer kernels multiply weights with).

@@ -217,6 +217,57 @@ pub trait BlockFormat: Copy {
     fn chunk(&self, c: usize) -> Chunk;
 }
 
+/// `c` plus the dot product of the four signed bytes of `a` and of `b`: `dp4a.s32.s32` on the
+/// device, the same integer arithmetic on the host.
+#[inline(always)]
+pub fn dp4a(a: u32, b: u32, c: i32) -> i32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::device::ptx::dp4a(a, b, c)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let (a, b) = (a.to_le_bytes(), b.to_le_bytes());
+        (0..4).fold(c, |acc, i| acc + a[i] as i8 as i32 * b[i] as i8 as i32)
+    }
+}
+
+/// The 32 signed bytes of a q8_1 activation block, 4 to a word (as [`Chunk::values`]).
+#[inline(always)]
+pub fn q8_words(block: &BlockQ8_1) -> [u32; 8] {
+    core::array::from_fn(|w| u32::from_le_bytes([block.qs[4 * w] as u8, block.qs[4 * w + 1] as u8, block.qs[4 * w + 2] as u8, block.qs[4 * w + 3] as u8]))
+}
+
+/// `Σ_j w_j · x_j` over a chunk's 32 weights and the 32 activations `x_j = dx · q_j` of a q8_1
+/// block (`words` = [`q8_words`]): per half `h`, `scale[h]·dx·Σ v·q` (8 `dp4a`) plus, for a
+/// format with offsets (`has_offset`: [`BlockFormat::HAS_OFFSET`], a constant at every call
+/// site), `offset[h]·dx·Σ q` (the activations' sum over the half, 4 more
+/// `dp4a` against ones). The integer sums are exact; what rounds is the f32 scaling, as in
+/// ggml's `vec_dot_*_q8_1`.
+#[inline(always)]
+pub fn chunk_dot(chunk: &Chunk, has_offset: bool, words: &[u32; 8], dx: f32) -> f32 {
+    const ONES: u32 = 0x0101_0101;
+    let mut acc = 0f32;
+    let mut h = 0;
+    while h < 2 {
+        let (mut dot, mut sum) = (0i32, 0i32);
+        let mut w = 4 * h;
+        while w < 4 * h + 4 {
+            dot = dp4a(chunk.values[w], words[w], dot);
+            if has_offset {
+                sum = dp4a(ONES, words[w], sum);
+            }
+            w += 1;
+        }
+        acc += chunk.scale[h] * dx * dot as f32;
+        if has_offset {
+            acc += chunk.offset[h] * dx * sum as f32;
+        }
+        h += 1;
+    }
+    acc
+}
+
 /// 32 signed bytes from `v(j)`, packed 4 to a word.
 #[inline(always)]
 fn pack_values(v: impl Fn(usize) -> i8) -> [u32; 8] {

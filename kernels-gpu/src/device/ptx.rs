@@ -375,6 +375,16 @@ pub fn rcp(x: f32) -> f32 {
     out
 }
 
+/// `dp4a.s32.s32`: `c` plus the dot product of the four signed bytes of `a` and of `b`
+/// (sm_61 and newer: every architecture cukernels builds).
+#[inline(always)]
+pub fn dp4a(a: u32, b: u32, c: i32) -> i32 {
+    let out: i32;
+    // SAFETY: register-only.
+    unsafe { asm!("dp4a.s32.s32 {o}, {a}, {b}, {c};", o = out(reg32) out, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack)) };
+    out
+}
+
 /// f16 (the low 16 bits of `h`) to f32, exactly.
 #[inline(always)]
 pub fn f16_to_f32(h: u32) -> f32 {
