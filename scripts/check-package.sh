@@ -12,7 +12,17 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 limit=$((10 * 1000 * 1000))
 
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 echo "== cargo package"
+# cargo verifies the packaged cukernels against the packaged cukernels-gpu through a local
+# registry overlay, but unpacks that crate into CARGO_HOME's registry/src, and reuses a copy
+# unpacked there by an earlier run of the same version as it is: stale sources (seen in CI:
+# "no variant KernelFamily::Attention"). Remove our own unpacked copies first; neither crate
+# is published, so nothing else owns these paths.
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+for crate in cukernels-gpu cukernels; do
+  rm -rf "$cargo_home"/registry/src/*/"$crate-$version" "$cargo_home"/registry/cache/*/"$crate-$version.crate"
+done
 cargo +stable package -p cukernels-gpu -p cukernels --locked
 for f in target/package/cukernels-gpu-*.crate target/package/cukernels-[0-9]*.crate; do
   size=$(stat -c %s "$f")
@@ -23,7 +33,6 @@ done
 echo "== a downstream crate on stable Rust alone"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 tar -xzf "target/package/cukernels-gpu-$version.crate" -C "$work"
 tar -xzf "target/package/cukernels-$version.crate" -C "$work"
 mkdir -p "$work/downstream/src"
