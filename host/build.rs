@@ -26,6 +26,9 @@
 //! `CUKERNELS_PTXAS` names the `ptxas` to use.
 
 use cukernels_gpu::{Arch, ArtifactKind, KernelFamily};
+
+#[path = "src/zstd_frame.rs"]
+mod zstd_frame;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -230,7 +233,7 @@ fn read_prebuilt(dir: &Path, source_sha256: &str) -> Vec<Entry> {
         let path = dir.join(&e.file);
         println!("cargo:rerun-if-changed={}", path.display());
         let compressed = std::fs::read(&path).unwrap_or_else(|err| panic!("cukernels: artifact {} cannot be read: {err}", path.display()));
-        let raw = decompress(&compressed).unwrap_or_else(|err| panic!("cukernels: artifact {} is not a valid zstd frame: {err}", path.display()));
+        let raw = zstd_frame::decompress(&compressed, e.raw_len).unwrap_or_else(|err| panic!("cukernels: artifact {} is not a valid zstd frame: {err}", path.display()));
         if sha256(&compressed) != e.compressed_sha256 || raw.len() != e.raw_len || sha256(&raw) != e.raw_sha256 {
             panic!("cukernels: artifact {} does not match its manifest (size or SHA-256): rebuild with scripts/build-artifacts.sh", path.display());
         }
@@ -373,12 +376,6 @@ fn compress(_: &[u8]) -> Vec<u8> {
     unreachable!("artifacts are only built with the `from-source` feature")
 }
 
-/// The bytes of one zstd frame (the verification of packaged artifacts needs no libzstd).
-fn decompress(compressed: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut raw = Vec::new();
-    std::io::Read::read_to_end(&mut ruzstd::decoding::StreamingDecoder::new(compressed).map_err(std::io::Error::other)?, &mut raw)?;
-    Ok(raw)
-}
 
 /// Checks that the device toolchain and its `rust-src` are installed; returns `rustc -V`.
 fn check_toolchain() -> String {

@@ -15,15 +15,7 @@
 use crate::error::{Error, Result};
 pub use cukernels_gpu::{Arch, ArtifactKind, KernelFamily};
 
-/// The bytes of one zstd frame, reading at most `limit + 1` of them (an artifact that
-/// decompresses to more than its manifest says is corrupt, and is not inflated further).
-pub fn decompress(compressed: &[u8], limit: usize) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let decoder = ruzstd::decoding::StreamingDecoder::new(compressed).map_err(std::io::Error::other)?;
-    let mut raw = Vec::with_capacity(limit);
-    decoder.take(limit as u64 + 1).read_to_end(&mut raw)?;
-    Ok(raw)
-}
+pub use crate::zstd_frame::decompress;
 
 /// One embedded module of one kernel family.
 #[derive(Debug)]

@@ -28,7 +28,7 @@
 
 use crate::error::{Error, Result};
 pub use cukernels_gpu::quant::{
-    chunk_dot, dp4a, e8m0_to_f32_half, five_bits, q8_words, k4_nibble, nibble, scale_iq4xs, scale_min_k4, scale_q3k, six_bits, two_bits, BlockFormat, Chunk, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    bit_plane, chunk_dot, dp4a, e8m0_to_f32_half, five_bits, set_bit_plane, q8_words, k4_nibble, nibble, scale_iq4xs, scale_min_k4, scale_q3k, six_bits, two_bits, BlockFormat, Chunk, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, GgufFormat, KVALUES_IQ4NL, KVALUES_MXFP4, QK, QK_K,
 };
 use half::f16;
@@ -54,12 +54,12 @@ pub fn dequantize_block<B: BlockFormat>(block: &B, y: &mut [f32]) {
 
 /// Dequantizes `bytes` (whole blocks of `format`) to f32.
 pub fn dequantize(format: GgufFormat, bytes: &[u8]) -> Result<Vec<f32>> {
-    with_block!(format, B => dequantize_blocks::<B>(format, bytes))
+    with_block!(format, B => dequantize_blocks::<B>(bytes))
 }
 
 /// Quantizes `x` (a whole number of `format` blocks) with ggml's reference quantizer.
 pub fn quantize(format: GgufFormat, x: &[f32]) -> Result<Vec<u8>> {
-    with_block!(format, B => quantize_blocks::<B>(format, x))
+    with_block!(format, B => quantize_blocks::<B>(x))
 }
 
 /// One row of weights (whole blocks of `format`) times the same number of activations as q8_1
@@ -67,20 +67,27 @@ pub fn quantize(format: GgufFormat, x: &[f32]) -> Result<Vec<u8>> {
 /// products ([`chunk_dot`], `dp4a`) scaled by the chunk's and the activations' scales, summed
 /// in order in f32.
 pub fn dot_q8_1(format: GgufFormat, row: &[u8], x: &[BlockQ8_1]) -> Result<f32> {
-    with_block!(format, B => dot_blocks::<B>(format, row, x))
+    with_block!(format, B => dot_blocks::<B>(row, x))
 }
 
-fn dot_blocks<B: QuantBlock>(format: GgufFormat, row: &[u8], x: &[BlockQ8_1]) -> Result<f32> {
+/// The number of `B` blocks in `bytes`, or an error naming the argument `name`.
+fn whole_blocks<B: QuantBlock>(name: &'static str, bytes: &[u8]) -> Result<usize> {
     let size = std::mem::size_of::<B>();
-    let chunks = format.block_elements() / QK;
-    if row.len() % size != 0 {
-        return Err(Error::invalid("row", row.len(), format!("not a whole number of {format} blocks ({size} bytes each)")));
+    if bytes.len() % size != 0 {
+        return Err(Error::invalid(name, bytes.len(), format!("not a whole number of {} blocks ({size} bytes each)", B::FORMAT)));
     }
-    if x.len() != row.len() / size * chunks {
-        return Err(Error::invalid("x", x.len(), format!("the row holds {} weights: {} q8_1 blocks", row.len() / size * format.block_elements(), row.len() / size * chunks)));
+    Ok(bytes.len() / size)
+}
+
+fn dot_blocks<B: QuantBlock>(row: &[u8], x: &[BlockQ8_1]) -> Result<f32> {
+    let format = B::FORMAT;
+    let chunks = format.block_elements() / QK;
+    let blocks = whole_blocks::<B>("row", row)?;
+    if x.len() != blocks * chunks {
+        return Err(Error::invalid("x", x.len(), format!("the row holds {} weights: {} q8_1 blocks", blocks * format.block_elements(), blocks * chunks)));
     }
     let mut acc = 0f32;
-    for (b, bytes) in row.chunks_exact(size).enumerate() {
+    for (b, bytes) in row.chunks_exact(std::mem::size_of::<B>()).enumerate() {
         let block = bytemuck::pod_read_unaligned::<B>(bytes);
         for c in 0..chunks {
             let (chunk, act) = (block.chunk(c), &x[b * chunks + c]);
@@ -120,24 +127,20 @@ macro_rules! with_block {
 }
 use with_block;
 
-fn dequantize_blocks<B: QuantBlock>(format: GgufFormat, bytes: &[u8]) -> Result<Vec<f32>> {
-    let size = std::mem::size_of::<B>();
-    if bytes.len() % size != 0 {
-        return Err(Error::invalid("bytes", bytes.len(), format!("not a whole number of {format} blocks ({size} bytes each)")));
-    }
-    let elements = format.block_elements();
-    let mut out = vec![0f32; bytes.len() / size * elements];
-    for (block, y) in bytes.chunks_exact(size).zip(out.chunks_exact_mut(elements)) {
+fn dequantize_blocks<B: QuantBlock>(bytes: &[u8]) -> Result<Vec<f32>> {
+    let elements = B::FORMAT.block_elements();
+    let mut out = vec![0f32; whole_blocks::<B>("bytes", bytes)? * elements];
+    for (block, y) in bytes.chunks_exact(std::mem::size_of::<B>()).zip(out.chunks_exact_mut(elements)) {
         // Blocks in a byte buffer need not be aligned (GGUF tensor data often is not).
         dequantize_block(&bytemuck::pod_read_unaligned::<B>(block), y);
     }
     Ok(out)
 }
 
-fn quantize_blocks<B: QuantBlock>(format: GgufFormat, x: &[f32]) -> Result<Vec<u8>> {
-    let elements = format.block_elements();
+fn quantize_blocks<B: QuantBlock>(x: &[f32]) -> Result<Vec<u8>> {
+    let elements = B::FORMAT.block_elements();
     if x.len() % elements != 0 {
-        return Err(Error::invalid("x", x.len(), format!("{format} needs a multiple of {elements} elements")));
+        return Err(Error::invalid("x", x.len(), format!("{} needs a multiple of {elements} elements", B::FORMAT)));
     }
     let mut out = Vec::with_capacity(x.len() / elements * std::mem::size_of::<B>());
     for chunk in x.chunks_exact(elements) {
@@ -219,6 +222,21 @@ fn best_index_int8(values: &[i8; 16], x: f32) -> usize {
     idx
 }
 
+/// The first step of ggml's `make_qx_quants` (rmse_type 1) and `make_q3_quants`: signed levels
+/// `l = nearest_int(iscale · x)` clamped to `−nmax .. nmax`, each handed to `level(i, l)`, and
+/// the weighted sums `(Σ w·x·l, Σ w·l²)` with `w = x²`, in ggml's order of operations.
+fn signed_levels_fit(x: &[f32], iscale: f32, nmax: i32, mut level: impl FnMut(usize, i32)) -> (f32, f32) {
+    let (mut sumlx, mut suml2) = (0f32, 0f32);
+    for (i, &xi) in x.iter().enumerate() {
+        let l = nearest_int(iscale * xi).clamp(-nmax, nmax - 1);
+        level(i, l);
+        let w = xi * xi;
+        sumlx += w * xi * l as f32;
+        suml2 += w * l as f32 * l as f32;
+    }
+    (sumlx, suml2)
+}
+
 /// ggml's `make_qx_quants` for `rmse_type` 1 without importance weights (`w = x²`): levels
 /// `L` in `0..2·nmax` around `nmax`, the scale from a weighted least-squares fit, the best of
 /// 19 candidate starting scales.
@@ -228,21 +246,7 @@ fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
         levels.fill(0);
         return 0.0;
     }
-    let fit = |iscale: f32, levels: Option<&mut [i8]>| -> (f32, f32) {
-        let (mut sumlx, mut suml2) = (0f32, 0f32);
-        let mut out = levels;
-        for (i, &xi) in x.iter().enumerate() {
-            let l = nearest_int(iscale * xi).clamp(-nmax, nmax - 1);
-            if let Some(out) = out.as_deref_mut() {
-                out[i] = (l + nmax) as i8;
-            }
-            let w = xi * xi;
-            sumlx += w * xi * l as f32;
-            suml2 += w * l as f32 * l as f32;
-        }
-        (sumlx, suml2)
-    };
-    let (sumlx, suml2) = fit(-(nmax as f32) / max, Some(levels));
+    let (sumlx, suml2) = signed_levels_fit(x, -(nmax as f32) / max, nmax, |i, l| levels[i] = (l + nmax) as i8);
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     let mut best = scale * sumlx;
     for is in -9..=9 {
@@ -250,9 +254,9 @@ fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
             continue;
         }
         let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = fit(iscale, None);
+        let (sumlx, suml2) = signed_levels_fit(x, iscale, nmax, |_, _| {});
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            fit(iscale, Some(levels));
+            signed_levels_fit(x, iscale, nmax, |i, l| levels[i] = (l + nmax) as i8);
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -268,16 +272,8 @@ fn make_q3_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
         levels.fill(0);
         return 0.0;
     }
-    let iscale = -(nmax as f32) / max;
-    let (mut sumlx, mut suml2) = (0f32, 0f32);
     let mut l_of = [0i32; 16];
-    for (i, &xi) in x.iter().enumerate() {
-        let l = nearest_int(iscale * xi).clamp(-nmax, nmax - 1);
-        l_of[i] = l;
-        let w = xi * xi;
-        sumlx += w * xi * l as f32;
-        suml2 += w * l as f32 * l as f32;
-    }
+    let (mut sumlx, mut suml2) = signed_levels_fit(x, -(nmax as f32) / max, nmax, |i, l| l_of[i] = l);
     for _ in 0..5 {
         let mut changed = 0;
         for (i, &xi) in x.iter().enumerate() {
@@ -634,7 +630,7 @@ impl QuantBlock for BlockQ3K {
         for (e, &l) in levels.iter().enumerate() {
             let l = l as u8;
             if l > 3 {
-                hmask[e % 32] |= 1 << (e / 32);
+                set_bit_plane(&mut hmask, e);
             }
             low[e] = if l > 3 { l - 4 } else { l };
         }
@@ -713,7 +709,7 @@ impl QuantBlock for BlockQ5K {
         let mut qh = [0u8; QK_K / 8];
         for (e, &l) in levels.iter().enumerate() {
             if l > 15 {
-                qh[e % 32] |= 1 << (e / 32);
+                set_bit_plane(&mut qh, e);
             }
         }
         BlockQ5K { d, dmin, scales, qh, qs: pack_k4_nibbles(&levels) }

@@ -311,6 +311,19 @@ pub const fn two_bits(qs: &[u8; QK_K / 4], e: usize) -> u8 {
     (qs[32 * half + l] >> (2 * group)) & 3
 }
 
+/// Bit `e` of a 256-bit mask stored as bit planes, as q3_K's `hmask` and q5_K's `qh` store
+/// their extra bit: weight `e` is bit `e / 32` of byte `e % 32`.
+#[inline(always)]
+pub const fn bit_plane(mask: &[u8; QK_K / 8], e: usize) -> bool {
+    mask[e % 32] & (1 << (e / 32)) != 0
+}
+
+/// Sets bit `e` of a bit-plane mask (see [`bit_plane`]).
+#[inline(always)]
+pub fn set_bit_plane(mask: &mut [u8; QK_K / 8], e: usize) {
+    mask[e % 32] |= 1 << (e / 32);
+}
+
 /// The 4 low bits of weight `e` of a q4_K/q5_K super-block: `qs[32·p + l]`, low nibble for
 /// `e = 64·p + l`, high nibble for `e = 64·p + 32 + l`.
 #[inline(always)]
@@ -407,8 +420,7 @@ impl BlockFormat for BlockQ3K {
         Chunk {
             values: pack_values(|j| {
                 let e = 32 * c + j;
-                let high = self.hmask[e % 32] & (1 << (e / 32)) != 0;
-                two_bits(&self.qs, e) as i8 - if high { 0 } else { 4 }
+                two_bits(&self.qs, e) as i8 - if bit_plane(&self.hmask, e) { 0 } else { 4 }
             }),
             scale: [d * scale_q3k(2 * c, &self.scales) as f32, d * scale_q3k(2 * c + 1, &self.scales) as f32],
             offset: [0.0, 0.0],
@@ -439,7 +451,7 @@ impl BlockFormat for BlockQ5K {
     const HAS_OFFSET: bool = true;
     #[inline(always)]
     fn chunk(&self, c: usize) -> Chunk {
-        k4_chunk(self.d, self.dmin, &self.scales, &self.qs, c, |e| if self.qh[e % 32] & (1 << (e / 32)) != 0 { 16 } else { 0 })
+        k4_chunk(self.d, self.dmin, &self.scales, &self.qs, c, |e| if bit_plane(&self.qh, e) { 16 } else { 0 })
     }
 }
 
