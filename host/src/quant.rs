@@ -166,7 +166,7 @@ fn nearest_int(x: f32) -> i32 {
     (v.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
-/// Value and index of the element of largest magnitude, the first one on ties.
+/// The largest magnitude and the (signed) element that has it, the first one on ties.
 fn signed_abs_max(x: &[f32]) -> (f32, f32) {
     let (mut amax, mut max) = (0f32, 0f32);
     for &v in x {
@@ -591,15 +591,8 @@ impl QuantBlock for BlockQ2K {
 impl QuantBlock for BlockQ3K {
     fn quantize(x: &[f32]) -> Self {
         let mut levels = [0i8; QK_K];
-        let mut scales = [0f32; QK_K / 16];
-        let (mut max_scale, mut amax) = (0f32, 0f32);
-        for j in 0..QK_K / 16 {
-            scales[j] = make_q3_quants(4, &x[16 * j..16 * j + 16], &mut levels[16 * j..16 * j + 16]);
-            if scales[j].abs() > amax {
-                amax = scales[j].abs();
-                max_scale = scales[j];
-            }
-        }
+        let scales: [f32; QK_K / 16] = std::array::from_fn(|j| make_q3_quants(4, &x[16 * j..16 * j + 16], &mut levels[16 * j..16 * j + 16]));
+        let (_, max_scale) = signed_abs_max(&scales);
         let mut packed = [0u8; 12];
         let d = if max_scale != 0.0 {
             let iscale = -32.0 / max_scale;
@@ -719,15 +712,8 @@ impl QuantBlock for BlockQ5K {
 impl QuantBlock for BlockQ6K {
     fn quantize(x: &[f32]) -> Self {
         let mut levels = [0i8; QK_K];
-        let mut scales = [0f32; QK_K / 16];
-        let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
-        for ib in 0..QK_K / 16 {
-            scales[ib] = make_qx_quants(32, &x[16 * ib..16 * ib + 16], &mut levels[16 * ib..16 * ib + 16]);
-            if scales[ib].abs() > max_abs_scale {
-                max_abs_scale = scales[ib].abs();
-                max_scale = scales[ib];
-            }
-        }
+        let scales: [f32; QK_K / 16] = std::array::from_fn(|ib| make_qx_quants(32, &x[16 * ib..16 * ib + 16], &mut levels[16 * ib..16 * ib + 16]));
+        let (max_abs_scale, max_scale) = signed_abs_max(&scales);
         if max_abs_scale < GROUP_MAX_EPS {
             return bytemuck::Zeroable::zeroed();
         }
