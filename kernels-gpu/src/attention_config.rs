@@ -275,7 +275,8 @@ const fn tile(m_tiles: u32, row_warps: u32, dv_split: u32, bk: u32, stages: u32,
 /// sm_80 (A100): 163 KB per block, 164 KB per SM.
 /// - 4 warps of one 16-row tile each (64 rows), 64-key tiles; 3 stages and two blocks per SM
 ///   where they fit, so that two key tiles' copies are in flight behind the one computed;
-///   Q in registers up to head 96 (`4 · D/16` registers).
+///   Q in registers at heads 80 and 96 (`4 · D/16` registers; at head 64 the 64-key score
+///   tile and Q together spilled 4 bytes).
 ///   (Two 16-row tiles per warp, as FlashAttention-2 runs head 128, halve the K/V fragment
 ///   reads per multiply-add; with them ptxas spilled, so that waits for a leaner main loop.)
 /// - Larger heads: Q re-read from shared memory at every key tile; 32-key tiles from head 192
@@ -283,7 +284,7 @@ const fn tile(m_tiles: u32, row_warps: u32, dv_split: u32, bk: u32, stages: u32,
 /// - 576/512: `dv_split` 4 keeps 64 output registers per warp; 32-key tiles, one stage (two
 ///   would take 175 KB).
 const SM80_TILES: [AttentionTile; 10] = [
-    tile(1, 4, 1, 64, 3, true, 2),   // 64: 64.5 KB
+    tile(1, 4, 1, 64, 3, false, 2),  // 64: 64.5 KB
     tile(1, 4, 1, 64, 3, true, 2),   // 80: 79 KB
     tile(1, 4, 1, 64, 2, true, 2),   // 96: 66.5 KB
     tile(1, 4, 1, 64, 2, false, 2),  // 112: 77 KB
@@ -295,21 +296,26 @@ const SM80_TILES: [AttentionTile; 10] = [
     tile(1, 2, 4, 32, 1, false, 1),  // 576/512: 8 warps, 32 rows, 108 KB
 ];
 
-/// sm_90 and sm_100 (H100/H200, B200): 227 KB per block, 228 KB per SM. Blocks of 8 warps
-/// (128 rows: each K/V tile serves twice the rows of sm_80's, halving the K/V traffic per
-/// multiply-add) with 3 or 4 stages, one block per SM: two blocks would leave 128 registers
-/// per thread, and the kernel spilled there (head 64 to 96, measured with ptxas 12.9).
+/// sm_90 and sm_100 (H100/H200, B200): 227 KB per block, 228 KB per SM.
+/// - Heads 64 to 128 and 192/128: FlashAttention-2's layout, 4 warps of two 16-row tiles
+///   (128 rows), two blocks per SM (255 registers each). A K or V fragment read from shared
+///   memory serves both row tiles (4 MMAs instead of 2), which takes the kernel off the shared
+///   memory bound of one-tile warps (benches/results/NOTES.md). Two tiles hold 160-192
+///   accumulator registers, so the key tiles are 32 keys (48 at head 64) and Q is re-read from
+///   shared memory; 64-key tiles spilled at heads 112 and 128 (ptxas 12.9).
+/// - Heads 192 and 256, 320/256, 576/512: one tile per warp (two would not fit the register
+///   file at D_v ≥ 256), 8 warps where the shared memory allows, one block per SM.
 const HOPPER_TILES: [AttentionTile; 10] = [
-    tile(1, 8, 1, 64, 4, true, 1),   // 64: 92 KB
-    tile(1, 8, 1, 64, 4, true, 1),   // 80: 113 KB
-    tile(1, 8, 1, 64, 4, true, 1),   // 96: 133 KB
-    tile(1, 8, 1, 64, 3, false, 1),  // 112: 123 KB
-    tile(1, 8, 1, 64, 3, false, 1),  // 128: 139 KB
-    tile(1, 8, 1, 32, 3, false, 1),  // 192: 128 KB
-    tile(1, 8, 1, 32, 3, false, 1),  // 256: 169 KB
-    tile(1, 8, 1, 32, 3, false, 1),  // 192/128: 115 KB
-    tile(1, 4, 1, 32, 3, false, 1),  // 320/256: 156 KB
-    tile(1, 2, 4, 32, 2, false, 1),  // 576/512: 179 KB
+    tile(2, 4, 1, 48, 3, false, 2),  // 64: 58.5 KB
+    tile(2, 4, 1, 32, 3, false, 2),  // 80: 55.0 KB
+    tile(2, 4, 1, 32, 3, false, 2),  // 96: 65.0 KB
+    tile(2, 4, 1, 32, 3, false, 2),  // 112: 75.0 KB
+    tile(2, 4, 1, 32, 3, false, 2),  // 128: 85.0 KB
+    tile(1, 8, 1, 64, 2, false, 1),  // 192: 150.0 KB
+    tile(1, 8, 1, 32, 3, false, 1),  // 256: 165.0 KB
+    tile(2, 4, 1, 32, 3, false, 2),  // 192/128: 113.0 KB
+    tile(1, 4, 1, 32, 3, false, 1),  // 320/256: 152.0 KB
+    tile(1, 2, 4, 32, 2, false, 1),  // 576/512: 174.5 KB
 ];
 
 /// Rows for the 99 KB GPUs (sm_86, sm_89, sm_120): sm_80's shapes, with 32-key tiles from head

@@ -366,8 +366,12 @@ unsafe fn forward<
     let diag_offset = seq.len_k as i64 - seq.len_q as i64;
     let (left, right) = (p.window_left as i64, p.window_right as i64);
     // Keys some row of the block may see.
-    let first_key = if left >= 0 { (((row0 / heads_packed) as i64) + diag_offset - left).max(0) } else { 0 };
-    let end_key = if right >= 0 { (((last_row / heads_packed) as i64) + diag_offset + right + 1).min(seq.len_k as i64) } else { seq.len_k as i64 };
+    // Query positions of the block's first and last rows. Row arithmetic is 32-bit (the host
+    // bounds every length below 2^31): a 64-bit division is a subroutine call whose registers
+    // the main loop cannot spare.
+    let (q_first, q_last) = ((row0 as u32 / p.heads_packed) as i64, (last_row as u32 / p.heads_packed) as i64);
+    let first_key = if left >= 0 { (q_first + diag_offset - left).max(0) } else { 0 };
+    let end_key = if right >= 0 { (q_last + diag_offset + right + 1).min(seq.len_k as i64) } else { seq.len_k as i64 };
     let (tile_lo, tile_hi) = if end_key > first_key { (first_key as usize / BK, (end_key as usize).div_ceil(BK)) } else { (0, 0) };
     let splits = p.splits as usize;
     let split = block_idx_z() as usize;
@@ -385,9 +389,10 @@ unsafe fn forward<
 
     // Global address of row `r` of the block (None past the sequence).
     let row_at = |r: usize| -> Option<(usize, usize)> {
-        let row = row0 + r;
-        if row < rows {
-            Some((row / heads_packed, group * heads_packed + row % heads_packed))
+        let row = (row0 + r) as u32;
+        if row < rows as u32 {
+            let q = row / p.heads_packed;
+            Some((q as usize, group * heads_packed + (row - q * p.heads_packed) as usize))
         } else {
             None
         }
@@ -523,8 +528,6 @@ unsafe fn forward<
 
             // ---- Scores: scale, softcap, mask, ALiBi, visibility (log2 units) ----
             let j0 = tile * BK;
-            let q_first = (row0 / heads_packed) as i64;
-            let q_last = (last_row / heads_packed) as i64;
             let uncut = j0 + BK <= seq.len_k
                 && (right < 0 || (j0 + BK - 1) as i64 <= q_first + diag_offset + right)
                 && (left < 0 || j0 as i64 >= q_last + diag_offset - left);
@@ -537,53 +540,72 @@ unsafe fn forward<
                     }
                 }
             } else {
-                // One pass per feature, each behind a block-uniform test, so that no score carries
-                // a chain of per-element branches (which cost ptxas registers it does not have).
+                // One pass per feature, each behind a block-uniform test, and no branch inside a
+                // pass: every score carries the same straight-line code, in 32-bit integers
+                // (a chain of per-element branches, or 64-bit compares, cost ptxas registers
+                // that the accumulators hold).
+                let scale = p.scale;
                 for mt in 0..M_TILES {
                     for nt in 0..S_TILES {
                         for e in 0..4 {
-                            let x = s[mt][nt][e] * p.scale;
-                            s[mt][nt][e] = if flags & SOFTCAP != 0 { softcap(x, p.softcap, inv_cap) } else { x };
+                            s[mt][nt][e] *= scale;
                         }
                     }
                 }
+                if flags & SOFTCAP != 0 {
+                    for mt in 0..M_TILES {
+                        for nt in 0..S_TILES {
+                            for e in 0..4 {
+                                s[mt][nt][e] = softcap(s[mt][nt][e], p.softcap, inv_cap);
+                            }
+                        }
+                    }
+                }
+                // Key `j0 + col` sits at column `col = nt·8 + 2t + e` of the tile; the last key
+                // of the sequence bounds the mask's reads (a column past it is invisible below).
+                let last_col = (seq.len_k - 1 - j0) as u32;
                 for mt in 0..M_TILES {
                     for half in 0..2 {
                         let place = row_at(warp_row0 + mt * 16 + g + 8 * half);
                         let (q, h) = place.unwrap_or((0, 0));
-                        let diag = q as i64 + diag_offset;
+                        // Distance from the tile's first key to the row's diagonal, and the
+                        // visible columns [lo, hi] of the tile (empty for a row past the data).
+                        let diag = q as i64 + diag_offset - j0 as i64;
+                        let clamp_col = |x: i64| x.clamp(-1, BK as i64) as i32;
+                        let lo = if left >= 0 { clamp_col(diag - left) } else { 0 };
+                        let hi = match (place.is_some(), right >= 0) {
+                            (false, _) => -1,
+                            (true, true) => clamp_col((diag + right).min(last_col as i64)),
+                            (true, false) => clamp_col(last_col as i64),
+                        };
                         if flags & MASK != 0 && place.is_some() {
-                            let mask_row = q * p.mask_row_stride as usize;
+                            let mask_row = q * p.mask_row_stride as usize + j0;
                             for nt in 0..S_TILES {
                                 for e in 0..2 {
-                                    let j = j0 + nt * 8 + 2 * t + e;
-                                    if j < seq.len_k {
-                                        let at = mask_row + j;
-                                        s[mt][nt][2 * half + e] += if flags & MASK_F32 != 0 {
-                                            *p.mask.ptr().cast::<f32>().add(at)
-                                        } else {
-                                            f16_to_f32(*p.mask.ptr().cast::<u16>().add(at) as u32)
-                                        };
-                                    }
+                                    let col = ((nt * 8 + 2 * t + e) as u32).min(last_col) as usize;
+                                    s[mt][nt][2 * half + e] += if flags & MASK_F32 != 0 {
+                                        *p.mask.ptr().cast::<f32>().add(mask_row + col)
+                                    } else {
+                                        f16_to_f32(*p.mask.ptr().cast::<u16>().add(mask_row + col) as u32)
+                                    };
                                 }
                             }
                         }
                         if flags & ALIBI != 0 && place.is_some() {
                             let slope = *p.alibi_slopes.ptr().add(h);
+                            let diag32 = diag.clamp(-(1 << 30), 1 << 30) as i32;
                             for nt in 0..S_TILES {
                                 for e in 0..2 {
-                                    let j = (j0 + nt * 8 + 2 * t + e) as i64;
-                                    s[mt][nt][2 * half + e] -= slope * (diag - j).unsigned_abs() as f32;
+                                    let col = (nt * 8 + 2 * t + e) as i32;
+                                    s[mt][nt][2 * half + e] -= slope * (diag32 - col).unsigned_abs() as f32;
                                 }
                             }
                         }
-                        let lowest = if left >= 0 { diag - left } else { i64::MIN };
-                        let highest = if right >= 0 { (diag + right).min(seq.len_k as i64 - 1) } else { seq.len_k as i64 - 1 };
                         for nt in 0..S_TILES {
                             for e in 0..2 {
-                                let j = (j0 + nt * 8 + 2 * t + e) as i64;
+                                let col = (nt * 8 + 2 * t + e) as i32;
                                 let x = s[mt][nt][2 * half + e] * LOG2E;
-                                s[mt][nt][2 * half + e] = if j >= lowest && j <= highest { x } else { f32::NEG_INFINITY };
+                                s[mt][nt][2 * half + e] = if col >= lo && col <= hi { x } else { f32::NEG_INFINITY };
                             }
                         }
                     }
