@@ -509,10 +509,11 @@ fn compile_ptx(crate_dir: &Path, out_dir: &Path, b: Build) -> String {
     // Every loop over a register array must be unrolled (a loop left rolled indexes the array
     // dynamically, which puts it in local memory). SGEMM's loops unroll under 5000; the
     // attention kernels' shuffle path (sm_70, bf16 on sm_75) has bodies ten times a matrix
-    // instruction's and needs 30000.
+    // instruction's and needs 30000, as do the MoE matmul's loops over rows, features and the
+    // 8 words of a chunk.
     let unroll_threshold = match b.family {
         KernelFamily::Sgemm => 5000,
-        KernelFamily::Attention => 30000,
+        KernelFamily::Attention | KernelFamily::Moe => 30000,
     };
     let rustflags = format!(
         "-C target-cpu={} -C llvm-args=-unroll-threshold={unroll_threshold} --cfg cukernels_config=\"{}\" --cfg cukernels_family=\"{}\"",

@@ -16,7 +16,7 @@ has() { for w in "${what[@]}"; do [ "$w" = "$1" ] || [ "$w" = all ] && return 0;
 echo "commit $(cat $stage/COMMIT)" | tee "$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee -a "$OUT/summary.txt"
 
-suites=(${SUITES:-gpu_sgemm gpu_attention})
+suites=(${SUITES:-gpu_sgemm gpu_attention gpu_moe})
 if has tests; then
   for suite in "${suites[@]}"; do
     start=$(date +%s)

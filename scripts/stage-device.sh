@@ -15,7 +15,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         name = m["target"]["name"]
-        if name in ("gpu_sgemm", "gpu_attention"):
+        if name in ("gpu_sgemm", "gpu_attention", "gpu_moe"):
             shutil.copy(m["executable"], "device-stage/" + name)
             print("staged", name)
 '

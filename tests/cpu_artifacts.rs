@@ -149,6 +149,7 @@ fn every_entry_point_takes_exactly_the_fields_of_its_parameter_struct() {
         let fields: &[usize] = match a.family {
             KernelFamily::Sgemm => &SgemmParams::FIELD_SIZES,
             KernelFamily::Attention => &cukernels::AttentionParams::FIELD_SIZES,
+            KernelFamily::Moe => &cukernels::MoeParams::FIELD_SIZES,
         };
         for i in 0..a.family.kernel_count() {
             let k = a.family.kernel(a.config, i);
@@ -160,7 +161,7 @@ fn every_entry_point_takes_exactly_the_fields_of_its_parameter_struct() {
             checked += 1;
         }
     }
-    assert!(checked >= SGEMM_KERNELS.len() + cukernels::ATTENTION_KERNELS.len());
+    assert!(checked >= SGEMM_KERNELS.len() + cukernels::ATTENTION_KERNELS.len() + cukernels::MOE_KERNELS.len());
     // The host passes one pointer per field, each pointing at its field.
     let mut p = SgemmParams {
         a: cukernels::GlobalPtr::new(1),

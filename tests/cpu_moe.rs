@@ -1,6 +1,7 @@
-//! `mul_mat_id` on the host: shape validation, the routing reference, and the f64 reference
-//! the GPU kernels will be tested against (here checked against a dense product of weights
-//! that quantize without loss).
+//! `mul_mat_id` on the host: shape validation, the routing reference, the f64 reference the
+//! GPU kernels are tested against (here checked against a dense product of weights that
+//! quantize without loss), and the launch plan (workspace layout, path, grid, every bad buffer
+//! an error before anything launches).
 
 use cukernels::moe::{check_ids, mul_mat_id_reference, routing_reference};
 use cukernels::quant::quantize;
@@ -106,4 +107,104 @@ fn reference_is_the_routed_dense_product_with_duplicates_and_per_slot_rows() {
         assert_eq!(d.flops(&ids), 2.0 * 9.0 * n as f64 * k as f64);
         assert_eq!(d.clone().expert_range(2, 4).flops(&ids), 2.0 * 4.0 * n as f64 * k as f64);
     }
+}
+
+/// Buffers of exactly the right lengths at well-separated fake device addresses.
+fn buffers_for(d: &MulMatId) -> cukernels::MoeBuffers {
+    let n = d.buffer_lengths().unwrap();
+    let gib = 1u64 << 30;
+    cukernels::MoeBuffers {
+        weights: (gib, n.weight_bytes),
+        x: (2 * gib, n.x),
+        ids: (3 * gib, n.ids),
+        y: (4 * gib, n.y),
+        workspace: (5 * gib, d.workspace_bytes().unwrap()),
+    }
+}
+
+#[test]
+fn workspace_parts_are_aligned_disjoint_and_sized_from_the_call() {
+    for (tokens, n_used, per_slot) in [(1, 2, false), (513, 8, true), (4096, 10, false), (0, 4, false)] {
+        let mut d = MulMatId::new(GgufFormat::Q4K, 512, 768, 2048, tokens, n_used);
+        if per_slot {
+            d = d.per_slot_input();
+        }
+        let l = d.workspace_layout().unwrap();
+        let x_values = tokens * d.x_rows() * 2048;
+        let parts = [
+            (l.x_q, x_values),
+            (l.x_d, x_values / 32 * 4),
+            (l.counts, 512 * 4),
+            (l.row_start, 513 * 4),
+            (l.tiles_before, 513 * 4),
+            (l.slot_list, tokens * n_used * 4),
+            (l.error, 4),
+        ];
+        for (i, &(start, len)) in parts.iter().enumerate() {
+            assert_eq!(start % 16, 0, "part {i} at {start}");
+            let end = parts.get(i + 1).map_or(l.bytes, |p| p.0);
+            assert!(start + len <= end, "part {i} ({start} + {len}) overruns the next at {end}");
+        }
+        assert_eq!(d.workspace_bytes().unwrap(), l.bytes);
+    }
+}
+
+#[test]
+fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
+    for config in cukernels::MOE_CONFIGS.iter() {
+        for tokens in [1usize, 8, 9, 512, 4096] {
+            let d = MulMatId::new(GgufFormat::Q4_0, 128, 768, 2048, tokens, 8);
+            let plan = d.plan(0, &buffers_for(&d), config).unwrap();
+            let decode = tokens as u32 <= config.decode_max_tokens;
+            assert_eq!(d.decode_path(config), decode);
+            let tile = config.tile(plan.path);
+            assert_eq!(plan.matmul_threads, tile.threads());
+            assert_eq!(plan.matmul_smem, tile.smem_bytes());
+            assert_eq!(plan.params.tile_rows, tile.rows);
+            // Enough tiles for any routing: all slots on one expert, or one slot per expert.
+            let slots = (tokens * 8) as u32;
+            assert!(plan.matmul_grid.0 >= slots.div_ceil(tile.rows));
+            assert!(plan.matmul_grid.0 >= slots.min(128));
+            assert_eq!(plan.matmul_grid.1, 768u32.div_ceil(tile.features()));
+            assert_eq!(plan.quantize_grid as usize * 32 * 32, (tokens * 2048).div_ceil(32 * 32) * 32 * 32);
+        }
+    }
+}
+
+#[test]
+fn plan_rejects_bad_buffers_before_anything_launches() {
+    let config = &cukernels::MOE_CONFIGS[5];
+    let d = MulMatId::new(GgufFormat::Q5_0, 32, 100, 320, 7, 4);
+    let good = buffers_for(&d);
+    assert!(d.plan(0, &good, config).is_ok());
+    let name = |b: cukernels::MoeBuffers| match d.plan(0, &b, config) {
+        Err(Error::InvalidArgument { name, .. }) | Err(Error::BufferTooSmall { name, .. }) => name.to_string(),
+        Err(Error::Overlap(what)) => format!("overlap: {what}"),
+        other => panic!("expected an error, got {other:?}"),
+    };
+    assert_eq!(name(cukernels::MoeBuffers { weights: (good.weights.0, good.weights.1 - 1), ..good }), "weights");
+    assert_eq!(name(cukernels::MoeBuffers { x: (good.x.0, good.x.1 + 1), ..good }), "x");
+    assert_eq!(name(cukernels::MoeBuffers { ids: (good.ids.0, good.ids.1 - 1), ..good }), "ids");
+    assert_eq!(name(cukernels::MoeBuffers { y: (good.y.0, good.y.1 + 4), ..good }), "y");
+    assert_eq!(name(cukernels::MoeBuffers { workspace: (good.workspace.0, good.workspace.1 - 1), ..good }), "workspace");
+    // q5_0 blocks hold an f16: they start on even addresses.
+    assert_eq!(name(cukernels::MoeBuffers { weights: (good.weights.0 + 1, good.weights.1), ..good }), "weights");
+    assert_eq!(name(cukernels::MoeBuffers { workspace: (good.workspace.0 + 8, good.workspace.1), ..good }), "workspace");
+    // y over any input or the workspace.
+    for (what, addr) in [("weights", good.weights.0 + 64), ("x", good.x.0 + 4), ("ids", good.ids.0), ("workspace", good.workspace.0 + 16)] {
+        assert_eq!(name(cukernels::MoeBuffers { y: (addr, good.y.1), ..good }), format!("overlap: y overlaps {what} in device memory"));
+    }
+    // y ending exactly where x starts is fine.
+    let y_bytes = 4 * good.y.1 as u64;
+    assert!(d.plan(0, &cukernels::MoeBuffers { y: (good.x.0 - y_bytes, good.y.1), ..good }, config).is_ok());
+    // mxfp4 blocks (17 bytes) may start anywhere.
+    let m = MulMatId::new(GgufFormat::Mxfp4, 4, 3, 64, 2, 2);
+    let b = buffers_for(&m);
+    assert!(m.plan(0, &cukernels::MoeBuffers { weights: (b.weights.0 + 1, b.weights.1), ..b }, config).is_ok());
+    // More feature blocks than gridDim.y allows.
+    let wide = MulMatId::new(GgufFormat::Q8_0, 1, 65535 * 8 + 1, 32, 1, 1);
+    assert_eq!(invalid_name(wide.plan(0, &buffers_for(&wide), config)), "n");
+    // No tokens: a valid plan that launches nothing.
+    let empty = MulMatId::new(GgufFormat::Q8_0, 8, 16, 64, 0, 2);
+    assert!(empty.plan(0, &buffers_for(&empty), config).unwrap().empty);
 }

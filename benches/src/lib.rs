@@ -5,11 +5,13 @@
 //! - [`sgemm_bench`]: our SGEMM against cuBLAS on the same buffers, in the same run.
 //! - [`attention_bench`]: our flash attention over the attention issue's shapes (PyTorch's
 //!   baselines come from `benches/attention_torch.py` in the same device run).
+//! - [`moe_bench`]: our MoE quantized matmul against a cuBLAS f16 GEMM of the same FLOPs.
 //! - [`load_bench`]: time from `Cukernels::new` to the end of the first launch, per family,
 //!   cubin and PTX, in fresh processes with the JIT cache off.
 
 pub mod attention_bench;
 pub mod load_bench;
+pub mod moe_bench;
 pub mod report;
 pub mod resources;
 pub mod sgemm_bench;

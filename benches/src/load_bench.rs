@@ -93,6 +93,17 @@ pub fn measure_in_this_process(ctx: &Arc<CudaContext>, family: &str, artifact: &
                 let mut o = stream.alloc_zeros::<half::f16>(n.o).map_err(|e| e.to_string())?;
                 kernels.attention(&stream, &d, &x, &x, &x, &mut o, Default::default()).map_err(|e| e.to_string())?
             }
+            KernelFamily::Moe => {
+                // One small q4_0 call (8 experts, 2 used, 4 tokens): quantize, route, multiply.
+                let d = cukernels::MulMatId::new(cukernels::GgufFormat::Q4_0, 8, 64, 256, 4, 2);
+                let n = d.buffer_lengths().map_err(|e| e.to_string())?;
+                let w = stream.alloc_zeros::<u8>(n.weight_bytes).map_err(|e| e.to_string())?;
+                let x = stream.clone_htod(&vec![0.5f32; n.x]).map_err(|e| e.to_string())?;
+                let ids = stream.clone_htod(&[0i32, 1, 2, 3, 4, 5, 6, 7]).map_err(|e| e.to_string())?;
+                let mut y = stream.alloc_zeros::<f32>(n.y).map_err(|e| e.to_string())?;
+                let mut ws = stream.alloc_zeros::<u8>(d.workspace_bytes().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+                kernels.mul_mat_id(&stream, &d, &w, &x, &ids, &mut y, &mut ws).map_err(|e| e.to_string())?
+            }
         }
     }
     stream.synchronize().map_err(|e| e.to_string())?;

@@ -40,7 +40,7 @@ fn parse_args() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "report" | "sgemm" | "load" | "attention" => o.mode = Some(a),
+            "report" | "sgemm" | "load" | "attention" | "moe" => o.mode = Some(a),
             "load-child" => {
                 // Internal: one load measurement in this (fresh) process.
                 let family = args.next().ok_or("load-child takes a family and an artifact")?;
@@ -62,7 +62,7 @@ fn parse_args() -> Result<Options, String> {
                 })
             }
             "--shape" => o.shapes.push(args.next().ok_or("--shape takes a shape label such as 4096x4096x4096")?),
-            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load | attention] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...".into()),
+            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load | attention | moe] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...".into()),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -122,6 +122,10 @@ fn main() {
     }
     if mode == "attention" {
         run_attention(&ctx, &o);
+        return;
+    }
+    if mode == "moe" {
+        run_moe(&ctx, &o);
         return;
     }
     run_sgemm(&ctx, &o);
@@ -271,6 +275,34 @@ fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o
         let row = bench_attention(&kernels, &stream, &s, samples);
         println!("{:<48} {:>10.4} {:>9.1} {:>8.2} {:>7}", s.label(), row.ms, row.tflops(), row.tbps(), row.splits);
         lines.push(row.to_json(&info, COMMIT, &date, &artifact));
+    }
+    if let Some(path) = &o.out {
+        std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+    }
+}
+
+/// Our MoE quantized matmul over the shapes against cuBLAS f16 (`--shape` filters by a
+/// substring of the label); JSON lines with `op: "moe"`.
+fn run_moe(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
+    use cukernels_bench::moe_bench::{bench_moe, shapes};
+    let stream = ctx.default_stream();
+    let kernels = Cukernels::new(ctx).unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"));
+    kernels.preload_family(cukernels::KernelFamily::Moe).unwrap_or_else(|e| panic!("{e}"));
+    let blas = CudaBlas::new(stream.clone()).unwrap_or_else(|e| panic!("cannot create the cuBLAS handle: {e}"));
+    let artifact = kernels.artifact(cukernels::KernelFamily::Moe).to_string();
+    let (info, date) = (DeviceInfo::of(ctx), today());
+    let samples = o.reps.unwrap_or(if o.quick { 5 } else { 21 });
+    println!("{}: MoE mul_mat_id, median of {samples} samples of back-to-back calls; {artifact}; commit {COMMIT}; {date}", info.name);
+    println!("{:<48} {:>7} {:>10} {:>9} {:>8} {:>11} {:>9} {:>7}", "shape", "path", "ms", "TFLOP/s", "TB/s", "cuBLAS ms", "TFLOP/s", "x cuBLAS");
+    let mut lines = Vec::new();
+    for s in shapes(o.quick) {
+        if !o.shapes.is_empty() && !o.shapes.iter().any(|f| s.label().contains(f.as_str())) {
+            continue;
+        }
+        let r = bench_moe(&kernels, &blas, &stream, &s, samples);
+        let path = if r.decode_path { "decode" } else { "tiled" };
+        println!("{:<48} {:>7} {:>10.4} {:>9.2} {:>8.2} {:>11.4} {:>9.2} {:>7.3}", s.label(), path, r.ms, r.tflops(), r.tbps(), r.cublas_ms, r.cublas_tflops(), r.cublas_ms / r.ms);
+        lines.push(r.to_json(&info, COMMIT, &date, &artifact));
     }
     if let Some(path) = &o.out {
         std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));

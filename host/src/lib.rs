@@ -49,7 +49,8 @@ pub use cukernels_gpu::{
     SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
 };
 pub use error::{Error, Result};
-pub use moe::{MoeInput, MoeLengths, MulMatId};
+pub use moe::{MoeActivation, MoeBuffers, MoeInput, MoeLengths, MoePlan, MoeWorkspaceLayout, MulMatId};
+pub use cukernels_gpu::{moe_config, MoeArchConfig, MoeKernel, MoeKernelKind, MoeParams, MoePath, MoeTile, MOE_CONFIGS, MOE_KERNELS};
 pub use runtime::{check_kernel_limits, device_context, Cukernels, LoadedKernelAttributes};
 pub use sgemm::{choose_kernel, kernel_candidates, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
 

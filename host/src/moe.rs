@@ -16,12 +16,34 @@
 //! routed to an expert in the range are computed and the others are left as they were, so
 //! that the group's outputs can be summed or gathered afterwards.
 //!
-//! The GPU kernels (int8 products on q8_1-quantized activations, GPU-side routing) are the
-//! next step of this module; [`mul_mat_id_reference`] is their oracle.
+//! # On the GPU
+//! [`Cukernels::mul_mat_id`] runs three kernels on the caller's stream (see
+//! `kernels-gpu/src/device/moe/mod.rs`): the activations are quantized to q8_1 blocks, the
+//! router counts, prefix-sums and gathers the slots of each expert, and the matmul multiplies
+//! each expert's weights by its gathered rows with integer dot products (`dp4a`). Nothing waits
+//! for the host, so the call can be captured in a CUDA graph. The caller allocates a workspace
+//! of [`MulMatId::workspace_bytes`] bytes (reusable by later calls on the same stream).
+//!
+//! An id outside `0..experts` is caught by the router on the device: that slot is computed by
+//! no kernel (its output row is left as it was, and nothing is read out of bounds), and the
+//! workspace records the first such slot. [`Cukernels::mul_mat_id_checked`] waits for the
+//! stream and turns it into an error; [`Cukernels::moe_routing_error`] does the same after an
+//! unchecked (or graph) launch. Each call overwrites the record.
+//!
+//! The activations' q8_1 values are exactly the host's [`crate::quant::quantize_q8_1`]'s (the
+//! scale stays f32 instead of being rounded to f16), so every output is the exact dot product
+//! of the weights with the quantized activations, up to f32 rounding of the per-16-weight
+//! scaling and of the sum ([`mul_mat_id_reference`] is the f64 oracle of the tests).
+//! [`MulMatId::decode_path`] tells which kernel a call runs.
 
 use crate::error::{Error, Result};
 use crate::quant::dequantize;
+use crate::runtime::Cukernels;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use cukernels_gpu::moe_flags::{X_BF16, X_F16};
 use cukernels_gpu::quant::GgufFormat;
+use cukernels_gpu::{moe_config, GlobalPtr, MoeArchConfig, MoeKernelKind, MoeParams, MoePath, MOE_QUANTIZE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD, MOE_ROUTE_THREADS};
+use std::sync::Arc;
 
 /// Which activation row a slot reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,4 +218,349 @@ pub fn mul_mat_id_reference(desc: &MulMatId, weights: &[u8], x: &[f32], ids: &[i
         }
     }
     Ok(y)
+}
+
+// -------------------------------------------------------------------------------------------
+// The GPU operation
+// -------------------------------------------------------------------------------------------
+
+/// An activation element type of [`Cukernels::mul_mat_id`]: f32, f16 or bf16.
+pub trait MoeActivation: DeviceRepr {
+    /// Its [`cukernels_gpu::moe_flags`] bit.
+    const FLAGS: u32;
+}
+impl MoeActivation for f32 {
+    const FLAGS: u32 = 0;
+}
+impl MoeActivation for half::f16 {
+    const FLAGS: u32 = X_F16;
+}
+impl MoeActivation for half::bf16 {
+    const FLAGS: u32 = X_BF16;
+}
+
+/// Byte offsets of the parts of a [`MulMatId`]'s workspace (each 16-byte aligned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeWorkspaceLayout {
+    /// q8_1 values of the activations, `[tokens · x_rows, k]` bytes.
+    pub x_q: usize,
+    /// Their f32 scales, `[tokens · x_rows, k / 32]`.
+    pub x_d: usize,
+    /// u32 per expert: counts, then scatter cursors.
+    pub counts: usize,
+    /// `experts + 1` u32 prefix sums of rows.
+    pub row_start: usize,
+    /// `experts + 1` u32 prefix sums of tiles.
+    pub tiles_before: usize,
+    /// `tokens · n_used` u32 gathered slots.
+    pub slot_list: usize,
+    /// One u32: the first slot with an id outside `0..experts`, or `u32::MAX`.
+    pub error: usize,
+    /// Total bytes.
+    pub bytes: usize,
+}
+
+/// Grid limit of `gridDim.x` (tiles) and `gridDim.y` (feature blocks).
+const MAX_GRID_X: u64 = i32::MAX as u64;
+const MAX_GRID_Y: u64 = 65535;
+
+impl MulMatId {
+    /// Slots (`tokens · n_used`).
+    pub fn slots(&self) -> usize {
+        self.tokens * self.n_used
+    }
+
+    /// Whether the call runs the small-batch (decode) kernel on an architecture with `config`.
+    pub fn decode_path(&self, config: &MoeArchConfig) -> bool {
+        self.path(config) == MoePath::Decode
+    }
+
+    fn path(&self, config: &MoeArchConfig) -> MoePath {
+        config.path(self.tokens.min(u32::MAX as usize) as u32)
+    }
+
+    /// The workspace's parts (after checking the shape).
+    pub fn workspace_layout(&self) -> Result<MoeWorkspaceLayout> {
+        self.buffer_lengths()?;
+        let overflow = || Error::invalid("tokens", self.tokens, "the workspace size overflows usize");
+        let x_values = self.tokens.checked_mul(self.x_rows()).and_then(|r| r.checked_mul(self.k)).ok_or_else(overflow)?;
+        let mut at = 0usize;
+        let mut part = |bytes: usize| -> Result<usize> {
+            let start = at;
+            at = at.checked_add(bytes).and_then(|e| e.checked_next_multiple_of(16)).ok_or_else(overflow)?;
+            Ok(start)
+        };
+        let x_q = part(x_values)?;
+        let x_d = part(x_values / 32 * 4)?;
+        let counts = part(self.experts * 4)?;
+        let row_start = part((self.experts + 1) * 4)?;
+        let tiles_before = part((self.experts + 1) * 4)?;
+        let slot_list = part(self.slots() * 4)?;
+        let error = part(4)?;
+        Ok(MoeWorkspaceLayout { x_q, x_d, counts, row_start, tiles_before, slot_list, error, bytes: at })
+    }
+
+    /// Bytes of workspace [`Cukernels::mul_mat_id`] needs for this call.
+    pub fn workspace_bytes(&self) -> Result<usize> {
+        Ok(self.workspace_layout()?.bytes)
+    }
+
+    /// Validates the call against its buffers (device addresses and lengths: weights and
+    /// workspace in bytes, the others in elements) and the config row, and works out the
+    /// launches.
+    pub fn plan(&self, x_flags: u32, buffers: &MoeBuffers, config: &MoeArchConfig) -> Result<MoePlan> {
+        let lens = self.check_buffers(buffers.weights.1, buffers.x.1, buffers.ids.1, buffers.y.1)?;
+        let layout = self.workspace_layout()?;
+        if buffers.workspace.1 < layout.bytes {
+            return Err(Error::BufferTooSmall { name: "workspace", len: buffers.workspace.1, required: layout.bytes });
+        }
+        let f = self.format;
+        let align = f.block_alignment() as u64;
+        if buffers.weights.0 % align != 0 {
+            return Err(Error::invalid("weights", format!("{:#x}", buffers.weights.0), format!("{f} blocks must start at a multiple of {align} bytes")));
+        }
+        if buffers.workspace.0 % 16 != 0 {
+            return Err(Error::invalid("workspace", format!("{:#x}", buffers.workspace.0), "must start at a multiple of 16 bytes"));
+        }
+        let too_big = |name: &'static str, value: usize, why: &str| Error::invalid(name, value, why.to_string());
+        let slots = self.slots();
+        if self.k > u32::MAX as usize || self.n > u32::MAX as usize {
+            return Err(too_big("k", self.k, "k and n must fit in 32 bits"));
+        }
+        if slots > u32::MAX as usize - 1 || self.tokens.checked_mul(self.x_rows()).is_none_or(|r| r > u32::MAX as usize) {
+            return Err(too_big("tokens", self.tokens, "tokens · n_used must fit in 32 bits"));
+        }
+        let path = self.path(config);
+        let tile = config.tile(path);
+        let feature_blocks = self.n.div_ceil(tile.features() as usize) as u64;
+        if feature_blocks > MAX_GRID_Y {
+            return Err(too_big("n", self.n, &format!("more than {MAX_GRID_Y} blocks of {} features (gridDim.y)", tile.features())));
+        }
+        let (first, last) = self.expert_range.unwrap_or((0, self.experts));
+        // Σ ⌈count_e / rows⌉ over the computed experts, bounded without reading the counts.
+        let tile_bound = (slots.div_ceil(tile.rows as usize) + (last - first).min(slots)) as u64;
+        if tile_bound > MAX_GRID_X {
+            return Err(too_big("tokens", self.tokens, "more row tiles than gridDim.x allows"));
+        }
+        let x_blocks = (lens.x / 32) as u64;
+        let quantize_blocks = x_blocks.div_ceil((MOE_QUANTIZE_THREADS / (32 / MOE_QUANTIZE_VALUES_PER_THREAD)) as u64);
+        if quantize_blocks > MAX_GRID_X {
+            return Err(too_big("tokens", self.tokens, "more activation blocks than gridDim.x allows"));
+        }
+
+        // y must not overlap anything the kernels read, nor the workspace.
+        let y_range = (buffers.y.0, buffers.y.0.saturating_add(4 * lens.y as u64));
+        let x_bytes = (lens.x * x_element_bytes(x_flags)) as u64;
+        for (name, start, bytes) in [
+            ("weights", buffers.weights.0, lens.weight_bytes as u64),
+            ("x", buffers.x.0, x_bytes),
+            ("ids", buffers.ids.0, 4 * lens.ids as u64),
+            ("workspace", buffers.workspace.0, layout.bytes as u64),
+        ] {
+            if lens.y > 0 && bytes > 0 && y_range.0 < start.saturating_add(bytes) && start < y_range.1 {
+                return Err(Error::Overlap(format!("y overlaps {name} in device memory")));
+            }
+        }
+        let ws = |offset: usize| buffers.workspace.0 + offset as u64;
+        let expert_bytes = lens.weight_bytes / self.experts;
+        let params = MoeParams {
+            weights: GlobalPtr::new(buffers.weights.0),
+            x: GlobalPtr::new(buffers.x.0),
+            ids: GlobalPtr::new(buffers.ids.0),
+            y: GlobalPtr::new(buffers.y.0),
+            x_q: GlobalPtr::new(ws(layout.x_q)),
+            x_d: GlobalPtr::new(ws(layout.x_d)),
+            counts: GlobalPtr::new(ws(layout.counts)),
+            row_start: GlobalPtr::new(ws(layout.row_start)),
+            tiles_before: GlobalPtr::new(ws(layout.tiles_before)),
+            slot_list: GlobalPtr::new(ws(layout.slot_list)),
+            error: GlobalPtr::new(ws(layout.error)),
+            row_bytes: (expert_bytes / self.n) as u64,
+            expert_bytes: expert_bytes as u64,
+            experts: self.experts as u32,
+            n: self.n as u32,
+            k: self.k as u32,
+            tokens: self.tokens as u32,
+            n_used: self.n_used as u32,
+            x_rows: self.x_rows() as u32,
+            expert_first: first as u32,
+            expert_last: last as u32,
+            tile_rows: tile.rows,
+            flags: x_flags,
+        };
+        Ok(MoePlan {
+            params,
+            path,
+            quantize_grid: quantize_blocks as u32,
+            matmul_grid: (tile_bound as u32, feature_blocks as u32),
+            matmul_threads: tile.threads(),
+            matmul_smem: tile.smem_bytes(),
+            empty: self.tokens == 0,
+        })
+    }
+}
+
+fn x_element_bytes(flags: u32) -> usize {
+    if flags & (X_F16 | X_BF16) != 0 { 2 } else { 4 }
+}
+
+/// Device addresses and lengths of a call's buffers (weights and workspace in bytes, the
+/// others in elements).
+#[derive(Clone, Copy, Debug)]
+pub struct MoeBuffers {
+    pub weights: (u64, usize),
+    pub x: (u64, usize),
+    pub ids: (u64, usize),
+    pub y: (u64, usize),
+    pub workspace: (u64, usize),
+}
+
+/// The launches of one call.
+#[derive(Clone, Copy, Debug)]
+pub struct MoePlan {
+    pub params: MoeParams,
+    pub path: MoePath,
+    /// Blocks of the quantizer.
+    pub quantize_grid: u32,
+    /// (tiles bound, feature blocks) of the matmul.
+    pub matmul_grid: (u32, u32),
+    pub matmul_threads: u32,
+    pub matmul_smem: u32,
+    /// No tokens: nothing to launch.
+    pub empty: bool,
+}
+
+impl Cukernels {
+    /// The MoE config row this handle's `moe` kernels were compiled with.
+    pub fn moe_config(&self) -> &'static MoeArchConfig {
+        moe_config(self.artifact(cukernels_gpu::KernelFamily::Moe).config)
+    }
+
+    /// Runs `desc` on `stream`: `y[t][s] = W[ids[t][s]] · x[t][s or 0]` (see the module docs),
+    /// without waiting for the stream. `workspace` holds at least
+    /// [`MulMatId::workspace_bytes`]. An id outside `0..experts` leaves its slot's output row
+    /// untouched and is reported by [`Cukernels::moe_routing_error`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn mul_mat_id<X, W, XB, I, Y, S>(&self, stream: &Arc<CudaStream>, desc: &MulMatId, weights: &W, x: &XB, ids: &I, y: &mut Y, workspace: &mut S) -> Result<()>
+    where
+        X: MoeActivation,
+        W: DevicePtr<u8>,
+        XB: DevicePtr<X>,
+        I: DevicePtr<i32>,
+        Y: DevicePtrMut<f32>,
+        S: DevicePtrMut<u8>,
+    {
+        self.check_stream(stream)?;
+        let (w_addr, _w_sync) = weights.device_ptr(stream);
+        let (x_addr, _x_sync) = x.device_ptr(stream);
+        let (ids_addr, _ids_sync) = ids.device_ptr(stream);
+        let y_len = y.len();
+        let (y_addr, _y_sync) = y.device_ptr_mut(stream);
+        let ws_len = workspace.len();
+        let (ws_addr, _ws_sync) = workspace.device_ptr_mut(stream);
+        let buffers = MoeBuffers {
+            weights: (w_addr, weights.len()),
+            x: (x_addr, x.len()),
+            ids: (ids_addr, ids.len()),
+            y: (y_addr, y_len),
+            workspace: (ws_addr, ws_len),
+        };
+        let plan = desc.plan(X::FLAGS, &buffers, self.moe_config())?;
+        self.launch_moe(stream, &plan, desc.format)
+    }
+
+    /// [`mul_mat_id`](Self::mul_mat_id), then waits for the stream and reports an id outside
+    /// `0..experts` as an error.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mul_mat_id_checked<X, W, XB, I, Y, S>(&self, stream: &Arc<CudaStream>, desc: &MulMatId, weights: &W, x: &XB, ids: &I, y: &mut Y, workspace: &mut S) -> Result<()>
+    where
+        X: MoeActivation,
+        W: DevicePtr<u8>,
+        XB: DevicePtr<X>,
+        I: DevicePtr<i32>,
+        Y: DevicePtrMut<f32>,
+        S: DevicePtrMut<u8> + DevicePtr<u8>,
+    {
+        self.mul_mat_id(stream, desc, weights, x, ids, y, workspace)?;
+        self.moe_routing_error(stream, desc, ids, workspace)
+    }
+
+    /// Waits for `stream` and reads the router's record in `workspace` of the last
+    /// [`mul_mat_id`](Self::mul_mat_id) of `desc`: an error naming the first slot whose id is
+    /// outside `0..experts` (that slot's output row was left untouched), else `Ok`.
+    pub fn moe_routing_error<I, S>(&self, stream: &Arc<CudaStream>, desc: &MulMatId, ids: &I, workspace: &S) -> Result<()>
+    where
+        I: DevicePtr<i32>,
+        S: DevicePtr<u8>,
+    {
+        self.check_stream(stream)?;
+        let layout = desc.workspace_layout()?;
+        if desc.tokens == 0 {
+            return Ok(());
+        }
+        if workspace.len() < layout.bytes {
+            return Err(Error::BufferTooSmall { name: "workspace", len: workspace.len(), required: layout.bytes });
+        }
+        let mut word = [0u32; 1];
+        let (ws_addr, _sync) = workspace.device_ptr(stream);
+        self.context().bind_to_thread()?;
+        // SAFETY: reads 4 bytes at `error`, inside the workspace (checked above), into `word`;
+        // the copy is ordered after the call's kernels on `stream`, and the stream is
+        // synchronized before `word` is read.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(&mut word, ws_addr + layout.error as u64, stream.cu_stream())?;
+        }
+        stream.synchronize()?;
+        let slot = word[0];
+        if slot == u32::MAX {
+            return Ok(());
+        }
+        let (t, s) = (slot as usize / desc.n_used, slot as usize % desc.n_used);
+        let id = if (slot as usize) < ids.len() {
+            let mut id = [0i32; 1];
+            let (ids_addr, _ids_sync) = ids.device_ptr(stream);
+            // SAFETY: reads element `slot` of `ids` (bounds checked just above) into `id`, then
+            // waits for the copy.
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut id, ids_addr + 4 * slot as u64, stream.cu_stream())? };
+            stream.synchronize()?;
+            id[0].to_string()
+        } else {
+            "?".into()
+        };
+        Err(Error::invalid("ids", id, format!("ids[{t}][{s}] is outside 0..{} (found on the device; the slot's output row was left untouched)", desc.experts)))
+    }
+
+    fn launch_moe(&self, stream: &Arc<CudaStream>, plan: &MoePlan, format: GgufFormat) -> Result<()> {
+        if plan.empty {
+            return Ok(());
+        }
+        let quantize = self.moe_function(MoeKernelKind::Quantize)?;
+        let route = self.moe_function(MoeKernelKind::Route)?;
+        let matmul = self.moe_function(MoeKernelKind::MatMul(format, plan.path))?;
+        self.context().bind_to_thread()?;
+        let mut params = plan.params;
+        let mut args = params.kernel_args();
+        let s = stream.cu_stream();
+        // SAFETY: `plan` proved that every byte the parameters address lies inside the caller's
+        // buffers and workspace (held by their SyncOnDrop guards in the caller for the duration
+        // of the launches), and that y overlaps nothing the kernels read. The quantizer writes
+        // only the workspace's q8_1 parts; the router writes only its routing parts and reads
+        // ids; the matmul reads those, the weights, and writes y rows of routed slots. `args`
+        // points at the fields of `params`, alive until the last launch returns, and matches
+        // the entry points' parameters by construction (one definition of `MoeParams`).
+        unsafe {
+            cudarc::driver::result::launch_kernel(quantize.cu_function(), (plan.quantize_grid, 1, 1), (MOE_QUANTIZE_THREADS, 1, 1), 0, s, &mut args)?;
+            let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
+            cudarc::driver::result::launch_kernel(route.cu_function(), (1, 1, 1), (MOE_ROUTE_THREADS, 1, 1), route_smem, s, &mut args)?;
+            cudarc::driver::result::launch_kernel(
+                matmul.cu_function(),
+                (plan.matmul_grid.0, plan.matmul_grid.1, 1),
+                (plan.matmul_threads, 1, 1),
+                plan.matmul_smem,
+                s,
+                &mut args,
+            )?;
+        }
+        Ok(())
+    }
 }

@@ -70,6 +70,22 @@ pub fn dot_q8_1(format: GgufFormat, row: &[u8], x: &[BlockQ8_1]) -> Result<f32> 
     with_block!(format, B => dot_blocks::<B>(row, x))
 }
 
+/// Every 32-weight chunk of `bytes` (whole blocks of `format`), in order: the int8 values and
+/// per-16-weight scales and offsets the integer kernels multiply ([`BlockFormat::chunk`]).
+pub fn chunks(format: GgufFormat, bytes: &[u8]) -> Result<Vec<Chunk>> {
+    with_block!(format, B => chunks_of::<B>(bytes))
+}
+
+fn chunks_of<B: QuantBlock>(bytes: &[u8]) -> Result<Vec<Chunk>> {
+    let per_block = B::FORMAT.block_elements() / QK;
+    let mut out = Vec::with_capacity(whole_blocks::<B>("bytes", bytes)? * per_block);
+    for block in bytes.chunks_exact(std::mem::size_of::<B>()) {
+        let block = bytemuck::pod_read_unaligned::<B>(block);
+        out.extend((0..per_block).map(|c| block.chunk(c)));
+    }
+    Ok(out)
+}
+
 /// The number of `B` blocks in `bytes`, or an error naming the argument `name`.
 fn whole_blocks<B: QuantBlock>(name: &'static str, bytes: &[u8]) -> Result<usize> {
     let size = std::mem::size_of::<B>();

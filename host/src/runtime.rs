@@ -232,6 +232,12 @@ impl Cukernels {
         Ok(&loaded.functions[attention_kernel_index(head, dtype)])
     }
 
+    /// The `moe` entry point of `kind`.
+    pub(crate) fn moe_function(&self, kind: cukernels_gpu::MoeKernelKind) -> Result<&CudaFunction> {
+        let loaded = self.loaded(KernelFamily::Moe)?;
+        Ok(&loaded.functions[cukernels_gpu::moe_kernel_index(kind)])
+    }
+
     pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
         if stream.context().cu_ctx() != self.inner.ctx.cu_ctx() {
             return Err(Error::WrongContext);

@@ -229,3 +229,51 @@ define_launch_params! { $
         pub flags: u32,
     }
 }
+
+define_launch_params! { $
+    /// The parameters of every `moe` entry point (quantizer, router, matmuls; see
+    /// `kernels-gpu/src/device/moe/mod.rs`). The workspace pointers (`x_q` .. `error`) lie in
+    /// the caller's workspace, at the offsets of the host's `MoeWorkspaceLayout`.
+    pub struct MoeParams, entry moe_params_entry {
+        /// `[experts, n, k]` weights in the entry point's block format.
+        pub weights: crate::abi::GlobalPtr<u8>,
+        /// `[tokens, x_rows, k]` activations, f32, f16 or bf16 ([`crate::moe_flags`]).
+        pub x: crate::abi::GlobalPtr<u8>,
+        /// `[tokens, n_used]` expert ids.
+        pub ids: crate::abi::GlobalPtr<i32>,
+        /// `[tokens, n_used, n]` output, f32.
+        pub y: crate::abi::GlobalPtr<f32>,
+        /// q8_1 values of every activation row, 4 to a word: `[tokens · x_rows, k / 4]`.
+        pub x_q: crate::abi::GlobalPtr<u32>,
+        /// q8_1 scale of every 32 activations: `[tokens · x_rows, k / 32]`.
+        pub x_d: crate::abi::GlobalPtr<f32>,
+        /// Per expert: rows routed to it (then the router's scatter cursor).
+        pub counts: crate::abi::GlobalPtr<u32>,
+        /// `experts + 1` prefix sums of the counts: expert `e`'s rows are
+        /// `slot_list[row_start[e] .. row_start[e + 1]]`.
+        pub row_start: crate::abi::GlobalPtr<u32>,
+        /// `experts + 1` prefix sums of the tiles (`⌈count / tile_rows⌉`) per expert.
+        pub tiles_before: crate::abi::GlobalPtr<u32>,
+        /// The gathered slots (`token · n_used + slot`), grouped by expert.
+        pub slot_list: crate::abi::GlobalPtr<u32>,
+        /// `error[0]`: the smallest slot whose id is outside `0..experts` (`u32::MAX`: none).
+        pub error: crate::abi::GlobalPtr<u32>,
+        /// Bytes of one row of weights and of one expert's matrix.
+        pub row_bytes: u64,
+        pub expert_bytes: u64,
+        pub experts: u32,
+        pub n: u32,
+        pub k: u32,
+        pub tokens: u32,
+        pub n_used: u32,
+        /// Activation rows per token: 1 or `n_used`.
+        pub x_rows: u32,
+        /// Experts computed: `expert_first .. expert_last`.
+        pub expert_first: u32,
+        pub expert_last: u32,
+        /// Rows per tile of the matmul launched after the router (the router counts tiles of it).
+        pub tile_rows: u32,
+        /// [`crate::moe_flags`] bits.
+        pub flags: u32,
+    }
+}

@@ -4,6 +4,7 @@
 
 use crate::arch::Arch;
 use crate::attention_config::{attention_config, ATTENTION_KERNELS, MERGE_THREADS};
+use crate::moe_config::{moe_config, MoeKernelKind, MOE_KERNELS, MOE_QUANTIZE_BLOCKS_PER_SM, MOE_QUANTIZE_THREADS, MOE_ROUTE_SMEM_BYTES, MOE_ROUTE_THREADS};
 use crate::sgemm_config::{sgemm_config, SGEMM_KERNELS};
 
 /// Designed occupancy of the attention merge kernel (no shared memory, few registers).
@@ -17,6 +18,9 @@ pub enum KernelFamily {
     /// Flash attention forward (prefill, decode with split keys, paged K/V) and the merge of
     /// split launches.
     Attention,
+    /// Quantized matmul on GGUF weights with MoE routing (`mul_mat_id`): the activation
+    /// quantizer, the router and the matmuls of every block format.
+    Moe,
 }
 
 /// The two forms a family's module ships in (the host's build script writes them, the runtime
@@ -68,13 +72,14 @@ pub struct KernelSpec {
 
 impl KernelFamily {
     /// Every family, in the order of [`KernelFamily::index`].
-    pub const ALL: [KernelFamily; 2] = [KernelFamily::Sgemm, KernelFamily::Attention];
+    pub const ALL: [KernelFamily; 3] = [KernelFamily::Sgemm, KernelFamily::Attention, KernelFamily::Moe];
 
     /// Lower-case name: artifact file names, `--cfg cukernels_family="…"`, reports.
     pub const fn name(self) -> &'static str {
         match self {
             KernelFamily::Sgemm => "sgemm",
             KernelFamily::Attention => "attention",
+            KernelFamily::Moe => "moe",
         }
     }
 
@@ -92,6 +97,7 @@ impl KernelFamily {
         match self {
             KernelFamily::Sgemm => SGEMM_KERNELS.len(),
             KernelFamily::Attention => ATTENTION_KERNELS.len(),
+            KernelFamily::Moe => MOE_KERNELS.len(),
         }
     }
 
@@ -119,6 +125,18 @@ impl KernelFamily {
                     }
                     None => KernelSpec { entry_point: k.entry_point, threads: MERGE_THREADS, blocks_per_sm: MERGE_BLOCKS_PER_SM, smem_bytes: 0, max_smem_bytes: 0 },
                 }
+            }
+            KernelFamily::Moe => {
+                let k = &MOE_KERNELS[index];
+                let (threads, blocks_per_sm, smem) = match k.kind {
+                    MoeKernelKind::MatMul(_, path) => {
+                        let tile = moe_config(config).tile(path);
+                        (tile.threads(), tile.blocks_per_sm, tile.smem_bytes())
+                    }
+                    MoeKernelKind::Quantize => (MOE_QUANTIZE_THREADS, MOE_QUANTIZE_BLOCKS_PER_SM, 0),
+                    MoeKernelKind::Route => (MOE_ROUTE_THREADS, 1, MOE_ROUTE_SMEM_BYTES),
+                };
+                KernelSpec { entry_point: k.entry_point, threads, blocks_per_sm, smem_bytes: smem, max_smem_bytes: smem }
             }
         }
     }

@@ -25,19 +25,24 @@ pub mod abi;
 pub mod arch;
 pub mod attention_config;
 pub mod family;
+pub mod moe_config;
 pub mod quant;
 pub mod sgemm_config;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod device;
 
-pub use abi::{AttentionParams, GlobalPtr, SgemmParams};
+pub use abi::{AttentionParams, GlobalPtr, MoeParams, SgemmParams};
 pub use arch::{Arch, ArchLimits};
 pub use attention_config::{
     attention_config, attention_kernel_index, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionKernel, AttentionTile, MatrixPath,
     ATTENTION_CONFIGS, ATTENTION_KERNELS, ATTENTION_SMEM_PAD, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_THREADS, MIN_KEY_TILES_PER_SPLIT,
 };
 pub use family::{ArtifactKind, KernelFamily, KernelSpec};
+pub use moe_config::{
+    moe_config, moe_kernel_index, MoeArchConfig, MoeKernel, MoeKernelKind, MoePath, MoeTile, MOE_CHUNKS_PER_STEP, MOE_CONFIGS, MOE_KERNELS, MOE_QUANTIZE_THREADS,
+    MOE_QUANTIZE_VALUES_PER_THREAD, MOE_ROUTE_THREADS,
+};
 pub use sgemm_config::{
     sgemm_config, sgemm_kernel, sgemm_kernel_index, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,
     GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
@@ -86,4 +91,12 @@ pub mod attention_flags {
     pub const O_PAIRS: u32 = 1 << 10;
     /// Key lengths come from `cu_seqlens_k` (varlen, or paged sequences of different lengths).
     pub const KEY_LENGTHS: u32 = 1 << 11;
+}
+
+/// Bits of the `flags` argument of the `moe` entry points.
+pub mod moe_flags {
+    /// The activations are f16.
+    pub const X_F16: u32 = 1 << 0;
+    /// The activations are bf16 (neither bit: f32).
+    pub const X_BF16: u32 = 1 << 1;
 }

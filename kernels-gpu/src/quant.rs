@@ -606,6 +606,26 @@ impl GgufFormat {
         }
     }
 
+    /// Alignment of the block struct (`align_of`: 2 where it holds an f16 scale, 1 for mxfp4):
+    /// where a block may start in device memory.
+    pub const fn block_alignment(self) -> usize {
+        match self {
+            GgufFormat::Q4_0 => core::mem::align_of::<BlockQ4_0>(),
+            GgufFormat::Q4_1 => core::mem::align_of::<BlockQ4_1>(),
+            GgufFormat::Q5_0 => core::mem::align_of::<BlockQ5_0>(),
+            GgufFormat::Q5_1 => core::mem::align_of::<BlockQ5_1>(),
+            GgufFormat::Q8_0 => core::mem::align_of::<BlockQ8_0>(),
+            GgufFormat::Q2K => core::mem::align_of::<BlockQ2K>(),
+            GgufFormat::Q3K => core::mem::align_of::<BlockQ3K>(),
+            GgufFormat::Q4K => core::mem::align_of::<BlockQ4K>(),
+            GgufFormat::Q5K => core::mem::align_of::<BlockQ5K>(),
+            GgufFormat::Q6K => core::mem::align_of::<BlockQ6K>(),
+            GgufFormat::Iq4Nl => core::mem::align_of::<BlockIq4Nl>(),
+            GgufFormat::Iq4Xs => core::mem::align_of::<BlockIq4Xs>(),
+            GgufFormat::Mxfp4 => core::mem::align_of::<BlockMxfp4>(),
+        }
+    }
+
     /// Bits per weight, scales included.
     pub const fn bits_per_weight(self) -> f32 {
         (8 * self.block_bytes()) as f32 / self.block_elements() as f32

@@ -13,6 +13,8 @@ pub mod ptx;
 mod attention;
 #[cfg(cukernels_family = "sgemm")]
 mod gemv;
+#[cfg(cukernels_family = "moe")]
+mod moe;
 #[cfg(cukernels_family = "sgemm")]
 pub mod sgemm;
 

@@ -348,6 +348,16 @@ pub fn shfl_xor_f32(x: f32, mask: u32) -> f32 {
     out
 }
 
+/// `shfl.sync.up.b32` over the whole warp: the value of `x` in lane `lane − delta`, or this
+/// lane's own `x` where that lane does not exist (the building block of a warp prefix sum).
+#[inline(always)]
+pub fn shfl_up_u32(x: u32, delta: u32) -> u32 {
+    let out: u32;
+    // SAFETY: as `shfl_idx`.
+    unsafe { asm!("shfl.sync.up.b32 {o}, {x}, {d}, 0x0, 0xffffffff;", o = out(reg32) out, x = in(reg32) x, d = in(reg32) delta, options(nomem, nostack)) };
+    out
+}
+
 /// `ex2.approx.ftz.f32`: 2^x (2 ulp; `-inf` gives 0).
 #[inline(always)]
 pub fn exp2(x: f32) -> f32 {

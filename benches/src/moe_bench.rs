@@ -1,0 +1,175 @@
+//! MoE quantized matmul (`mul_mat_id`) against cuBLAS on the same GPU, in the same run.
+//!
+//! Ours: the whole call (quantize, route, matmul: three launches), timed as the median of
+//! samples of back-to-back calls between CUDA events ([`per_launch_ms`]). The baseline,
+//! `cublas-f16`: one cuBLAS f16 GEMM (`cublasGemmEx` through cudarc, f32 accumulation) of all
+//! routed rows against **one** dense f16 matrix of the expert's shape: the same FLOPs, fewer
+//! weight bytes, no routing, so a lower bound on what a cuBLAS-based MoE takes. For T ≤ 8,
+//! `ours_tbps` is the bytes of the distinct experts' weights read per second (the decode path
+//! should approach the memory bandwidth). llama.cpp's MMQ is the other baseline of the issue,
+//! to be timed with `../shared/anchors` (not in this binary).
+
+use crate::attention_bench::per_launch_ms;
+use crate::sgemm_bench::DeviceInfo;
+use cukernels::cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
+use cukernels::cudarc::driver::{CudaSlice, CudaStream};
+use cukernels::{Cukernels, GgufFormat, MulMatId};
+use half::f16;
+use std::sync::Arc;
+
+/// One benchmarked call.
+#[derive(Clone, Debug)]
+pub struct MoeShape {
+    pub model: &'static str,
+    pub format: GgufFormat,
+    pub experts: usize,
+    pub n_used: usize,
+    pub n: usize,
+    pub k: usize,
+    pub tokens: usize,
+    pub per_slot: bool,
+}
+
+impl MoeShape {
+    pub fn desc(&self) -> MulMatId {
+        let d = MulMatId::new(self.format, self.experts, self.n, self.k, self.tokens, self.n_used);
+        if self.per_slot { d.per_slot_input() } else { d }
+    }
+    pub fn label(&self) -> String {
+        format!("{} {} T{} E{}/{} {}x{}", self.model, self.format, self.tokens, self.experts, self.n_used, self.n, self.k)
+    }
+}
+
+/// The issue's shapes: Qwen3-30B-A3B-like gate/up (E 128, 8 used, N 768, K 2048) and down
+/// (N 2048, K 768, one row per slot), over batch sizes from decode to prefill.
+pub fn shapes(quick: bool) -> Vec<MoeShape> {
+    let tokens: &[usize] = if quick { &[1, 8, 512] } else { &[1, 2, 4, 8, 16, 64, 512, 4096] };
+    let formats: &[GgufFormat] = if quick { &[GgufFormat::Q4_0] } else { &[GgufFormat::Q4_0, GgufFormat::Q4K, GgufFormat::Q6K, GgufFormat::Q8_0, GgufFormat::Mxfp4] };
+    let mut v = Vec::new();
+    for &format in formats {
+        for &t in tokens {
+            v.push(MoeShape { model: "qwen3-30b-a3b gate", format, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: false });
+        }
+    }
+    for &t in tokens {
+        v.push(MoeShape { model: "qwen3-30b-a3b down", format: GgufFormat::Q4K, experts: 128, n_used: 8, n: 2048, k: 768, tokens: t, per_slot: true });
+    }
+    v
+}
+
+/// One measured shape.
+pub struct MoeRow {
+    pub shape: MoeShape,
+    pub ms: f64,
+    pub cublas_ms: f64,
+    /// Bytes of the distinct experts' weights the call reads.
+    pub weight_bytes: f64,
+    pub flops: f64,
+    pub decode_path: bool,
+}
+
+impl MoeRow {
+    pub fn tflops(&self) -> f64 {
+        self.flops / (self.ms * 1e-3) / 1e12
+    }
+    pub fn cublas_tflops(&self) -> f64 {
+        self.flops / (self.cublas_ms * 1e-3) / 1e12
+    }
+    pub fn tbps(&self) -> f64 {
+        self.weight_bytes / (self.ms * 1e-3) / 1e12
+    }
+    pub fn to_json(&self, info: &DeviceInfo, commit: &str, date: &str, artifact: &str) -> String {
+        let s = &self.shape;
+        let tbps = if s.tokens <= 8 { format!(",\"ours_tbps\":{:.3}", self.tbps()) } else { String::new() };
+        format!(
+            "{{\"op\":\"moe\",\"label\":\"{}\",\"model\":\"{}\",\"format\":\"{}\",\"tokens\":{},\"experts\":{},\"n_used\":{},\"n\":{},\"k\":{},\"x_rows\":\"{}\",\"path\":\"{}\",\"ours_ms\":{:.5},\"ours_tflops\":{:.3}{tbps},\"baseline\":\"cublas-f16\",\"baseline_ms\":{:.5},\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"gpu\":\"{}\",\"artifact\":\"{artifact}\",\"commit\":\"{commit}\",\"date\":\"{date}\"}}",
+            s.label(),
+            s.model,
+            s.format,
+            s.tokens,
+            s.experts,
+            s.n_used,
+            s.n,
+            s.k,
+            if s.per_slot { "n_used" } else { "1" },
+            if self.decode_path { "decode" } else { "tiled" },
+            self.ms,
+            self.tflops(),
+            self.cublas_ms,
+            self.cublas_tflops(),
+            self.cublas_ms / self.ms,
+            info.name
+        )
+    }
+}
+
+/// A cheap deterministic stream of pseudo-random words.
+fn hash(i: u64, seed: u64) -> u64 {
+    let mut z = i.wrapping_add(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z ^ (z >> 31)
+}
+
+/// Times one shape: ours and the cuBLAS f16 baseline.
+pub fn bench_moe(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream>, s: &MoeShape, samples: usize) -> MoeRow {
+    let d = s.desc();
+    let lens = d.buffer_lengths().unwrap();
+    // Weights: random bytes in the real layout. Quantizing 128 experts with the reference
+    // quantizers would take minutes, and the kernels' time does not depend on the values (some
+    // random f16 scales are NaN or infinite: the outputs are not looked at).
+    let weights: Vec<u8> = (0..lens.weight_bytes).map(|i| hash(i as u64, 1) as u8).collect();
+    let w = stream.clone_htod(&weights).unwrap();
+    let x_host: Vec<f32> = (0..lens.x).map(|i| (hash(i as u64, 2) >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
+    let x = stream.clone_htod(&x_host).unwrap();
+    let mut ids_host = Vec::with_capacity(lens.ids);
+    for t in 0..s.tokens {
+        let mut row: Vec<i32> = Vec::new();
+        let mut j = 0;
+        while row.len() < s.n_used {
+            let e = (hash((t * 64 + j) as u64, 3) % s.experts as u64) as i32;
+            if !row.contains(&e) {
+                row.push(e);
+            }
+            j += 1;
+        }
+        ids_host.extend(row);
+    }
+    let mut distinct = ids_host.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let ids = stream.clone_htod(&ids_host).unwrap();
+    let mut y = stream.alloc_zeros::<f32>(lens.y).unwrap();
+    let mut ws = stream.alloc_zeros::<u8>(d.workspace_bytes().unwrap()).unwrap();
+    kernels.mul_mat_id_checked(stream, &d, &w, &x, &ids, &mut y, &mut ws).unwrap();
+    let ms = per_launch_ms(stream, samples, || kernels.mul_mat_id(stream, &d, &w, &x, &ids, &mut y, &mut ws).unwrap());
+
+    // cuBLAS: C[slots, n] = A[slots, k] · B[n, k]ᵀ in f16 (column-major: Cᵀ = B · Aᵀ).
+    let slots = s.tokens * s.n_used;
+    let a: CudaSlice<f16> = stream.clone_htod(&(0..slots * s.k).map(|i| f16::from_f32(x_host[i % x_host.len()])).collect::<Vec<_>>()).unwrap();
+    let b: CudaSlice<f16> = stream.clone_htod(&(0..s.n * s.k).map(|i| f16::from_f32((hash(i as u64, 4) >> 40) as f32 / (1u64 << 24) as f32 - 0.5)).collect::<Vec<_>>()).unwrap();
+    let mut c: CudaSlice<f16> = stream.alloc_zeros(slots * s.n).unwrap();
+    let cfg = GemmConfig {
+        transa: cublasOperation_t::CUBLAS_OP_T,
+        transb: cublasOperation_t::CUBLAS_OP_N,
+        m: s.n as i32,
+        n: slots as i32,
+        k: s.k as i32,
+        alpha: f16::ONE,
+        lda: s.k as i32,
+        ldb: s.k as i32,
+        beta: f16::ZERO,
+        ldc: s.n as i32,
+    };
+    // SAFETY: the buffers hold exactly the elements the config addresses (a: slots × k,
+    // b: n × k, c: slots × n).
+    let cublas_ms = per_launch_ms(stream, samples, || unsafe { blas.gemm(cfg, &b, &a, &mut c).unwrap() });
+    let expert_bytes = (lens.weight_bytes / s.experts) as f64;
+    MoeRow {
+        shape: s.clone(),
+        ms,
+        cublas_ms,
+        weight_bytes: expert_bytes * distinct.len() as f64,
+        flops: 2.0 * slots as f64 * s.n as f64 * s.k as f64,
+        decode_path: d.decode_path(kernels.moe_config()),
+    }
+}

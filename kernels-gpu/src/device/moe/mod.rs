@@ -1,0 +1,418 @@
+//! # MoE quantized matmul (ggml's `mul_mat_id`): quantize, route, multiply
+//!
+//! `y[t][s] = W[ids[t][s]] · x[t][s or 0]` with the weights `W[experts, n, k]` in a GGUF block
+//! format, in three launches on one stream, none of which waits for the host (the whole op can
+//! be captured in a CUDA graph):
+//!
+//! 1. **Quantize** (`quantize`): every 32 activations become a q8_1 block, int8 values
+//!    `q = round(x / d)` with `d = max|x| / 127`, exactly as the host's `quantize_q8_1` rounds
+//!    them; the values go to `x_q` (4 to a word, a row's words contiguous so that a K step of a
+//!    row is 1 KB of 16-byte loads) and the scale, kept in f32, to `x_d`. Eight threads share a
+//!    block (4 values each, the maximum by 3 shuffles).
+//! 2. **Route** (`route`, one block of 1024 threads): counts the slots routed to each expert
+//!    (atomics; an id outside `0..experts` lowers `error[0]` to its slot and is never used
+//!    again, so a bad id cannot become an out-of-bounds read), turns the counts into prefix sums
+//!    of rows (`row_start`) and of tiles (`tiles_before`, tiles of the matmul's `tile_rows`),
+//!    then scatters every slot into its expert's segment of `slot_list`. The order of slots
+//!    within a segment depends on scheduling; the results do not, because every output row is
+//!    computed on its own with the same arithmetic wherever its slot lands.
+//! 3. **Multiply** (`mul_mat_id`): block `(x, y)` takes gathered tile `x` and features
+//!    `y · F_block ..`. The host launches an upper bound of tiles (`⌈slots / rows⌉ + experts`,
+//!    known without reading the counts); a block past the routed total returns at once, and a
+//!    block finds its expert by binary search in `tiles_before`. An expert with no rows owns no
+//!    tile and costs nothing; a duplicated id is two rows of its expert.
+//!
+//! ## The matmul tile
+//! A tile is `ROWS` rows of one expert × `WARPS · FEATURES` output features. K is walked in
+//! steps of 32 chunks of 32 weights ([`MOE_CHUNKS_PER_STEP`]): all threads first copy the
+//! step's q8_1 values and scales of the tile's rows into shared memory (only rows that exist,
+//! only chunks inside K), then lane `l` of every warp decodes chunk `l` of each of its features'
+//! weight rows ([`BlockFormat::chunk`], read straight from global memory, so a K-quant lane
+//! reads only its 32 weights' bytes) and adds its dot product with every row's chunk
+//! ([`chunk_dot`]: 8 `dp4a` against the q8_1 values, scaled per 16 weights). Each lane thus
+//! holds `ROWS × FEATURES` partial sums over its chunks; at the end a butterfly sums them
+//! over the warp and lane `r` writes row `r`'s results to its slot's output row.
+//!
+//! Every weight is read once per tile. The decode path (few rows per expert) uses small tiles
+//! and many blocks to keep memory busy; the tiled path uses 32-row tiles so that each decoded
+//! chunk serves 32 rows. These are the `dp4a` kernels every architecture runs; the int8
+//! tensor-core tiles (`mma` m8n8k16 on sm_75, m16n8k32 on sm_80+) are the next step.
+
+use crate::abi::{moe_params_entry, MoeParams};
+use crate::device::ptx::{block_idx_x, block_idx_y, dynamic_smem, f16_to_f32, shfl_up_u32, shfl_xor_f32, sync_threads, thread_idx_x};
+use crate::device::BUILD_CONFIG;
+use crate::moe_config::{moe_config, MOE_CHUNKS_PER_STEP, MOE_QUANTIZE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD, MOE_ROUTE_THREADS};
+use crate::moe_flags::{X_BF16, X_F16};
+use crate::quant::{chunk_dot, BlockFormat, Chunk, QK};
+#[allow(unused_imports)]
+use crate::quant::{
+    BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
+};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+const LANES: u32 = 32;
+const STEP_CHUNKS: usize = MOE_CHUNKS_PER_STEP as usize;
+/// Words of q8_1 values per chunk.
+const CHUNK_WORDS: usize = QK / 4;
+
+/// 16 bytes, for vector loads and stores (`ld.v4.u32`): the alignment tells LLVM it may.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Words4([u32; 4]);
+
+// -------------------------------------------------------------------------------------------
+// 1. Quantize
+// -------------------------------------------------------------------------------------------
+
+/// Activation `index` (of the flat `[tokens · x_rows · k]` array) as f32.
+///
+/// Safety: `index` lies inside `x`.
+#[inline(always)]
+unsafe fn activation(p: &MoeParams, index: u64) -> f32 {
+    if p.flags & X_F16 != 0 {
+        f16_to_f32(*(p.x.ptr() as *const u16).add(index as usize) as u32)
+    } else if p.flags & X_BF16 != 0 {
+        f32::from_bits((*(p.x.ptr() as *const u16).add(index as usize) as u32) << 16)
+    } else {
+        *(p.x.ptr() as *const f32).add(index as usize)
+    }
+}
+
+/// Thread `8b + i` of the block quantizes values `4i .. 4i + 4` of q8_1 block
+/// `blockIdx.x · 32 + b` (a row's blocks are consecutive, and `k` is a multiple of 32, so the
+/// flat array's 32-value blocks are exactly the rows' blocks).
+///
+/// Safety: the host sized `x`, `x_q` and `x_d` for `tokens · x_rows · k` values.
+#[inline(always)]
+unsafe fn quantize(p: &MoeParams) {
+    const PER_THREAD: u32 = MOE_QUANTIZE_VALUES_PER_THREAD;
+    const THREADS_PER_BLOCK_OF_32: u32 = QK as u32 / PER_THREAD;
+    let tid = thread_idx_x();
+    let total_blocks = p.tokens as u64 * p.x_rows as u64 * (p.k / QK as u32) as u64;
+    let q8_block = block_idx_x() as u64 * (MOE_QUANTIZE_THREADS / THREADS_PER_BLOCK_OF_32) as u64 + (tid / THREADS_PER_BLOCK_OF_32) as u64;
+    let part = tid % THREADS_PER_BLOCK_OF_32;
+    // Groups past the end still take part in the shuffles (on zeros) but store nothing.
+    let active = q8_block < total_blocks;
+    let first = q8_block * QK as u64 + (part * PER_THREAD) as u64;
+    let mut v = [0f32; PER_THREAD as usize];
+    if active {
+        for (i, value) in v.iter_mut().enumerate() {
+            *value = activation(p, first + i as u64);
+        }
+    }
+    let mut amax = v.iter().fold(0f32, |a, x| a.max(x.abs()));
+    let mut mask = 1;
+    while mask < THREADS_PER_BLOCK_OF_32 {
+        amax = amax.max(shfl_xor_f32(amax, mask));
+        mask *= 2;
+    }
+    // As the host's quantize_q8_1: d = amax / 127, q = round(x · (1/d)), 0 for an all-zero block.
+    let d = amax / 127.0;
+    let inverse = if d == 0.0 { 0.0 } else { 1.0 / d };
+    let mut word = 0u32;
+    for (i, &x) in v.iter().enumerate() {
+        let q = core::intrinsics::roundf32(x * inverse) as i32 as i8;
+        word |= (q as u8 as u32) << (8 * i);
+    }
+    if active {
+        *p.x_q.ptr_mut().add((q8_block * THREADS_PER_BLOCK_OF_32 as u64 + part as u64) as usize) = word;
+        if part == 0 {
+            *p.x_d.ptr_mut().add(q8_block as usize) = d;
+        }
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// 2. Route
+// -------------------------------------------------------------------------------------------
+
+/// Relaxed atomic view of a `u32` in global memory.
+///
+/// Safety: `ptr` is valid and aligned, and every concurrent access to it is atomic or ordered
+/// by a barrier.
+#[inline(always)]
+unsafe fn atomic<'a>(ptr: *mut u32) -> &'a AtomicU32 {
+    AtomicU32::from_ptr(ptr)
+}
+
+/// Inclusive prefix sums over the warp of two values at once.
+#[inline(always)]
+fn warp_inclusive_scan(mut a: u32, mut b: u32, lane: u32) -> (u32, u32) {
+    let mut delta = 1;
+    while delta < LANES {
+        let (up_a, up_b) = (shfl_up_u32(a, delta), shfl_up_u32(b, delta));
+        if lane >= delta {
+            a += up_a;
+            b += up_b;
+        }
+        delta *= 2;
+    }
+    (a, b)
+}
+
+/// The whole routing in one block (see the module docs). Shared memory: the 32 warps' row and
+/// tile totals, then the running totals of earlier chunks of experts.
+///
+/// Safety: one block of [`MOE_ROUTE_THREADS`] threads; the host sized `counts` (`experts`),
+/// `row_start` and `tiles_before` (`experts + 1`), `slot_list` (`tokens · n_used`), `error` (1).
+#[inline(always)]
+unsafe fn route(p: &MoeParams) {
+    const THREADS: u32 = MOE_ROUTE_THREADS;
+    const _: () = assert!(MOE_ROUTE_THREADS == 32 * LANES, "the scan gives each of 32 warps' totals to one lane of warp 0");
+    let tid = thread_idx_x();
+    let (warp, lane) = (tid / LANES, tid % LANES);
+    let smem = dynamic_smem() as *mut u32;
+    let (warp_rows, warp_tiles, carry) = (smem, smem.add(32), smem.add(64));
+    let slots = p.tokens * p.n_used;
+    let experts = p.experts;
+    let ids = p.ids.ptr();
+    let counts = p.counts.ptr_mut();
+    if tid == 0 {
+        *p.error.ptr_mut() = u32::MAX;
+        *carry = 0;
+        *carry.add(1) = 0;
+    }
+    let mut e = tid;
+    while e < experts {
+        *counts.add(e as usize) = 0;
+        e += THREADS;
+    }
+    sync_threads();
+
+    // Count (and flag bad ids).
+    let routed = |id: i32| id as u32 >= p.expert_first && (id as u32) < p.expert_last;
+    let mut i = tid;
+    while i < slots {
+        let id = *ids.add(i as usize);
+        if id < 0 || id as u32 >= experts {
+            atomic(p.error.ptr_mut()).fetch_min(i, Ordering::Relaxed);
+        } else if routed(id) {
+            atomic(counts.add(id as usize)).fetch_add(1, Ordering::Relaxed);
+        }
+        i += THREADS;
+    }
+    sync_threads();
+
+    // Exclusive prefix sums of rows and tiles, THREADS experts at a time.
+    let mut base = 0;
+    while base < experts {
+        let e = base + tid;
+        let rows = if e < experts { *counts.add(e as usize) } else { 0 };
+        let tiles = rows.div_ceil(p.tile_rows);
+        let (rows_incl, tiles_incl) = warp_inclusive_scan(rows, tiles, lane);
+        if lane == LANES - 1 {
+            *warp_rows.add(warp as usize) = rows_incl;
+            *warp_tiles.add(warp as usize) = tiles_incl;
+        }
+        sync_threads();
+        if warp == 0 {
+            let (r, t) = (*warp_rows.add(lane as usize), *warp_tiles.add(lane as usize));
+            let (ri, ti) = warp_inclusive_scan(r, t, lane);
+            *warp_rows.add(lane as usize) = ri - r;
+            *warp_tiles.add(lane as usize) = ti - t;
+        }
+        sync_threads();
+        let row_first = *carry + *warp_rows.add(warp as usize) + rows_incl - rows;
+        let tile_first = *carry.add(1) + *warp_tiles.add(warp as usize) + tiles_incl - tiles;
+        if e < experts {
+            *p.row_start.ptr_mut().add(e as usize) = row_first;
+            *p.tiles_before.ptr_mut().add(e as usize) = tile_first;
+            // From here on, the count is the expert's scatter cursor.
+            *counts.add(e as usize) = row_first;
+        }
+        sync_threads();
+        if tid == THREADS - 1 {
+            *carry = row_first + rows;
+            *carry.add(1) = tile_first + tiles;
+        }
+        sync_threads();
+        base += THREADS;
+    }
+    if tid == 0 {
+        *p.row_start.ptr_mut().add(experts as usize) = *carry;
+        *p.tiles_before.ptr_mut().add(experts as usize) = *carry.add(1);
+    }
+
+    // Scatter each routed slot into its expert's segment.
+    let mut i = tid;
+    while i < slots {
+        let id = *ids.add(i as usize);
+        if id >= 0 && (id as u32) < experts && routed(id) {
+            let at = atomic(counts.add(id as usize)).fetch_add(1, Ordering::Relaxed);
+            *p.slot_list.ptr_mut().add(at as usize) = i;
+        }
+        i += THREADS;
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// 3. Multiply
+// -------------------------------------------------------------------------------------------
+
+/// The matmul of one gathered tile (see the module docs). Shared memory: the step's q8_1
+/// values `[ROWS][32 chunks][8 words]`, their scales `[ROWS][32]`, the rows' slots `[ROWS]`.
+///
+/// Safety: launched by the host after `quantize` and `route` on the same stream, with
+/// `THREADS = 32 · WARPS` threads, `ROWS · MOE_SMEM_BYTES_PER_ROW` bytes of dynamic shared
+/// memory, `tile_rows = ROWS`, and buffers sized for the parameters; `weights` is aligned
+/// for `B`.
+#[inline(always)]
+unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, const FEATURES: usize>(p: &MoeParams) {
+    const { assert!(ROWS <= LANES as usize, "lane r writes row r") };
+    let threads = WARPS * LANES as usize;
+    let tid = thread_idx_x() as usize;
+    let (warp, lane) = (tid / LANES as usize, tid % LANES as usize);
+    let tile = block_idx_x();
+    let tiles_before = p.tiles_before.ptr();
+    let experts = p.experts;
+    if tile >= *tiles_before.add(experts as usize) {
+        return;
+    }
+    // The expert whose tiles include this one: tiles_before[e] ≤ tile < tiles_before[e + 1].
+    let (mut lo, mut hi) = (0u32, experts);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if *tiles_before.add(mid as usize) <= tile {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let expert = lo;
+    let row_start = p.row_start.ptr();
+    let first_row = *row_start.add(expert as usize) + (tile - *tiles_before.add(expert as usize)) * ROWS as u32;
+    let rows = (*row_start.add(expert as usize + 1) - first_row).min(ROWS as u32) as usize;
+
+    let smem_q = dynamic_smem() as *mut u32;
+    let smem_d = smem_q.add(ROWS * STEP_CHUNKS * CHUNK_WORDS) as *mut f32;
+    let smem_slot = smem_d.add(ROWS * STEP_CHUNKS) as *mut u32;
+    if tid < rows {
+        *smem_slot.add(tid) = *p.slot_list.ptr().add(first_row as usize + tid);
+    }
+    sync_threads();
+
+    let k_chunks = (p.k / QK as u32) as usize;
+    let chunks_per_block = B::FORMAT.block_elements() / QK;
+    let words_per_row = p.k as usize / 4;
+    let expert_weights = p.weights.ptr().add(expert as usize * p.expert_bytes as usize);
+    let feature0 = block_idx_y() as usize * WARPS * FEATURES + warp * FEATURES;
+    let mut acc = [[0f32; ROWS]; FEATURES];
+
+    let mut step = 0;
+    while step * STEP_CHUNKS < k_chunks {
+        // Stage the step: ROWS × 32 chunks × two 16-byte halves.
+        let mut piece = tid;
+        while piece < ROWS * STEP_CHUNKS * 2 {
+            let (r, c, half) = (piece / (2 * STEP_CHUNKS), piece / 2 % STEP_CHUNKS, piece % 2);
+            let kc = step * STEP_CHUNKS + c;
+            if r < rows && kc < k_chunks {
+                let slot = *smem_slot.add(r) as usize;
+                let x_row = if p.x_rows == 1 { slot / p.n_used as usize } else { slot };
+                let src = p.x_q.ptr().add(x_row * words_per_row + kc * CHUNK_WORDS + half * 4) as *const Words4;
+                *(smem_q.add((r * STEP_CHUNKS + c) * CHUNK_WORDS + half * 4) as *mut Words4) = *src;
+                if half == 0 {
+                    *smem_d.add(r * STEP_CHUNKS + c) = *p.x_d.ptr().add(x_row * k_chunks + kc);
+                }
+            }
+            piece += threads;
+        }
+        sync_threads();
+
+        let kc = step * STEP_CHUNKS + lane;
+        if kc < k_chunks {
+            // A feature past `n` decodes row n − 1 (in bounds) and adds nothing: no branch
+            // around the decode, so the chunks stay in registers.
+            let valid: [bool; FEATURES] = core::array::from_fn(|f| feature0 + f < p.n as usize);
+            let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| {
+                let j = (feature0 + f).min(p.n as usize - 1);
+                let block = expert_weights.add(j * p.row_bytes as usize + kc / chunks_per_block * core::mem::size_of::<B>()) as *const B;
+                (*block).chunk(kc % chunks_per_block)
+            });
+            for r in 0..ROWS {
+                if r < rows {
+                    let at = (r * STEP_CHUNKS + lane) * CHUNK_WORDS;
+                    let (lo_words, hi_words) = (*(smem_q.add(at) as *const Words4), *(smem_q.add(at + 4) as *const Words4));
+                    let words = [lo_words.0[0], lo_words.0[1], lo_words.0[2], lo_words.0[3], hi_words.0[0], hi_words.0[1], hi_words.0[2], hi_words.0[3]];
+                    let dx = *smem_d.add(r * STEP_CHUNKS + lane);
+                    for f in 0..FEATURES {
+                        if valid[f] {
+                            acc[f][r] += chunk_dot(&chunks[f], B::HAS_OFFSET, &words, dx);
+                        }
+                    }
+                }
+            }
+        }
+        sync_threads();
+        step += 1;
+    }
+
+    // Sum each partial over the warp; lane r stores row r.
+    for f in 0..FEATURES {
+        for r in 0..ROWS {
+            if r < rows {
+                let mut mask = 1;
+                while mask < LANES {
+                    acc[f][r] += shfl_xor_f32(acc[f][r], mask);
+                    mask *= 2;
+                }
+            }
+        }
+    }
+    for r in 0..ROWS {
+        if r < rows && lane == r {
+            let out = p.y.ptr_mut().add(*smem_slot.add(r) as usize * p.n as usize);
+            for f in 0..FEATURES {
+                let j = feature0 + f;
+                if j < p.n as usize {
+                    *out.add(j) = acc[f][r];
+                }
+            }
+        }
+    }
+}
+
+macro_rules! define_moe_entries {
+    (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], quantize: $quantize:ident, route: $route:ident) => {
+        $(
+            moe_params_entry!(
+                /// MoE matmul, decode path (see the module docs).
+                ///
+                /// # Safety
+                /// Launched by the host's `mul_mat_id` after the quantizer and the router.
+                $decode,
+                |params| {
+                    const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).decode;
+                    mul_mat_id::<$block, { T.rows as usize }, { T.warps as usize }, { T.features_per_warp as usize }>(&params)
+                }
+            );
+            moe_params_entry!(
+                /// MoE matmul, tiled path (see the module docs).
+                ///
+                /// # Safety
+                /// As the decode entry point.
+                $tiled,
+                |params| {
+                    const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tiled;
+                    mul_mat_id::<$block, { T.rows as usize }, { T.warps as usize }, { T.features_per_warp as usize }>(&params)
+                }
+            );
+        )*
+        moe_params_entry!(
+            /// q8_1 quantization of the activations (see the module docs).
+            ///
+            /// # Safety
+            /// Buffers sized by the host.
+            $quantize,
+            |params| { quantize(&params) }
+        );
+        moe_params_entry!(
+            /// Routing (see the module docs).
+            ///
+            /// # Safety
+            /// One block of `MOE_ROUTE_THREADS` threads; buffers sized by the host.
+            $route,
+            |params| { route(&params) }
+        );
+    };
+}
+crate::with_moe_kernels!(define_moe_entries);

@@ -1,0 +1,254 @@
+//! Per-architecture configuration of the MoE quantized matmul (`mul_mat_id`) kernels: the tile
+//! of the small-batch (decode) path and of the tiled path, and where the host switches between
+//! them. The kernels are described in `device/moe/mod.rs`; this table is read by both sides, so
+//! the tile a kernel is compiled with is the tile the host launches and sizes.
+//!
+//! A *tile* is `rows` gathered activation rows routed to one expert × `warps · features_per_warp`
+//! output features. Every lane of a warp takes one 32-weight chunk of each K step
+//! ([`MOE_CHUNKS_PER_STEP`]), so a warp covers 1024 weights of K per step for each of its
+//! features, and the step's q8_1 activations of the tile's rows are staged in shared memory
+//! once for all warps.
+
+use crate::arch::Arch;
+use crate::quant::GgufFormat;
+
+/// 32-weight chunks of K that one K step covers: one per lane of a warp.
+pub const MOE_CHUNKS_PER_STEP: u32 = 32;
+/// Bytes of shared memory per staged activation row and step: the q8_1 values (32 bytes per
+/// chunk) and the chunk's scale (an f32), plus the row's slot index.
+pub const MOE_SMEM_BYTES_PER_ROW: u32 = MOE_CHUNKS_PER_STEP * (32 + 4) + 4;
+/// Threads of the routing kernel: one block does the whole routing (counts, prefix sums,
+/// scatter), so its size is the block limit; it loops over slots and experts.
+pub const MOE_ROUTE_THREADS: u32 = 1024;
+/// Shared memory of the routing kernel: the 32 warps' row and tile totals, and the two running
+/// totals.
+pub const MOE_ROUTE_SMEM_BYTES: u32 = (2 * 32 + 2) * 4;
+/// Threads of the activation quantizer: 8 threads quantize one 32-value q8_1 block (4 values
+/// each), so a block quantizes 32 blocks.
+pub const MOE_QUANTIZE_THREADS: u32 = 256;
+/// Activation values per quantizer thread.
+pub const MOE_QUANTIZE_VALUES_PER_THREAD: u32 = 4;
+
+/// One matmul tile shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeTile {
+    /// Gathered rows (token slots routed to one expert) per tile.
+    pub rows: u32,
+    pub warps: u32,
+    /// Output features each warp computes for all of the tile's rows (each lane holds
+    /// `rows · features_per_warp` partial sums).
+    pub features_per_warp: u32,
+    /// Designed occupancy (the launch bound).
+    pub blocks_per_sm: u32,
+}
+
+impl MoeTile {
+    pub const fn threads(&self) -> u32 {
+        self.warps * 32
+    }
+    /// Output features per block.
+    pub const fn features(&self) -> u32 {
+        self.warps * self.features_per_warp
+    }
+    /// Dynamic shared memory of one block: the staged activations of one K step.
+    pub const fn smem_bytes(&self) -> u32 {
+        self.rows * MOE_SMEM_BYTES_PER_ROW
+    }
+
+    /// Checks the tile against `arch`'s limits (compile time, below).
+    pub const fn check(&self, arch: Arch) -> Result<(), &'static str> {
+        let l = arch.limits();
+        if self.rows == 0 || self.warps == 0 || self.features_per_warp == 0 || self.blocks_per_sm == 0 {
+            return Err("moe tile: every field must be positive");
+        }
+        if self.rows > 32 {
+            return Err("moe tile: at most 32 rows (lane r writes row r's results)");
+        }
+        if self.threads() > 1024 {
+            return Err("moe tile: more than 1024 threads");
+        }
+        let smem = self.smem_bytes();
+        if smem > l.max_smem_per_block {
+            return Err("moe tile: shared memory exceeds the architecture's per-block limit");
+        }
+        if self.blocks_per_sm * (smem + l.reserved_smem_per_block) > l.smem_per_sm {
+            return Err("moe tile: blocks_per_sm blocks do not fit the SM's shared memory");
+        }
+        if self.blocks_per_sm * self.threads() > l.max_threads_per_sm {
+            return Err("moe tile: blocks_per_sm blocks exceed the SM's threads");
+        }
+        // Each lane holds rows · features partial sums, the features' decoded chunks
+        // (8 words + 4 scales each) and ~40 registers of addresses and loop state.
+        let budget = {
+            let b = l.regs_per_sm / (self.blocks_per_sm * self.threads());
+            if b > l.max_regs_per_thread { l.max_regs_per_thread } else { b }
+        };
+        if self.rows * self.features_per_warp + 12 * self.features_per_warp + 40 > budget {
+            return Err("moe tile: partial sums leave too few registers under the launch bound");
+        }
+        Ok(())
+    }
+}
+
+/// One architecture's row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeArchConfig {
+    pub arch: Arch,
+    /// Small batches: few rows per expert, so a tile has few rows and many blocks stream the
+    /// chosen experts' weights (each weight is read once per tile of rows).
+    pub decode: MoeTile,
+    /// Large batches: more rows per tile, so each weight chunk decoded serves more products.
+    pub tiled: MoeTile,
+    /// The decode path runs when `tokens ≤ decode_max_tokens`.
+    pub decode_max_tokens: u32,
+}
+
+impl MoeArchConfig {
+    /// The tile of `path`.
+    pub const fn tile(&self, path: MoePath) -> MoeTile {
+        match path {
+            MoePath::Decode => self.decode,
+            MoePath::Tiled => self.tiled,
+        }
+    }
+    /// The path a call of `tokens` tokens takes.
+    pub const fn path(&self, tokens: u32) -> MoePath {
+        if tokens <= self.decode_max_tokens { MoePath::Decode } else { MoePath::Tiled }
+    }
+}
+
+/// The two matmul paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MoePath {
+    Decode,
+    Tiled,
+}
+
+const fn tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: u32) -> MoeTile {
+    MoeTile { rows, warps, features_per_warp, blocks_per_sm }
+}
+
+/// Decode: 8 rows (a decode batch of up to 8 tokens puts at most 8 rows on an expert unless
+/// ids repeat), 4 warps of one feature each: small blocks, many of them, so that enough weight
+/// loads are in flight to approach memory bandwidth.
+const DECODE: MoeTile = tile(8, 4, 1, 6);
+/// Tiled: 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
+/// two blocks per SM (128 registers per thread: with 2 features per warp the K-quants' decode
+/// spilled 8-88 bytes there, ptxas 12.9).
+const TILED: MoeTile = tile(32, 8, 1, 2);
+/// sm_75 has 64 KB of shared memory per SM: one block of the tiled shape.
+const TILED_SM75: MoeTile = tile(32, 8, 1, 1);
+/// Batches above 8 tokens have, in the models of the issue (8 of 128 experts), a few rows per
+/// expert only from 16 tokens up; 8 is the decode batch llama.cpp's MMVQ also stops at.
+const DECODE_MAX_TOKENS: u32 = 8;
+
+const fn row(arch: Arch) -> MoeArchConfig {
+    let tiled = if matches!(arch, Arch::Sm75) { TILED_SM75 } else { TILED };
+    MoeArchConfig { arch, decode: DECODE, tiled, decode_max_tokens: DECODE_MAX_TOKENS }
+}
+
+/// Every architecture's row, in [`Arch::ALL`] order. (One shape for all of them in this first,
+/// dp4a-only version of the kernels; the int8 tensor-core paths will give each its own.)
+pub const MOE_CONFIGS: [MoeArchConfig; 8] =
+    [row(Arch::Sm70), row(Arch::Sm75), row(Arch::Sm80), row(Arch::Sm86), row(Arch::Sm89), row(Arch::Sm90), row(Arch::Sm100), row(Arch::Sm120)];
+
+/// `arch`'s row.
+pub const fn moe_config(arch: Arch) -> &'static MoeArchConfig {
+    &MOE_CONFIGS[arch as usize]
+}
+
+/// What one entry point of the `moe` family does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoeKernelKind {
+    /// Activations (f32, f16 or bf16) to q8_1 values and scales.
+    Quantize,
+    /// Counts, prefix sums and the gathered slot list per expert; flags bad ids.
+    Route,
+    /// The matmul of one weight format on one path.
+    MatMul(GgufFormat, MoePath),
+}
+
+/// One entry point of the `moe` family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeKernel {
+    pub entry_point: &'static str,
+    pub kind: MoeKernelKind,
+}
+
+/// Lists the family's entry points for `$callback`: the matmuls as (decode name, tiled name,
+/// format), then the quantizer and the router.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_moe_kernels {
+    ($callback:ident) => {
+        $callback! {
+            matmul: [
+                (cukernels_moe_decode_q4_0, cukernels_moe_tiled_q4_0, Q4_0, BlockQ4_0),
+                (cukernels_moe_decode_q4_1, cukernels_moe_tiled_q4_1, Q4_1, BlockQ4_1),
+                (cukernels_moe_decode_q5_0, cukernels_moe_tiled_q5_0, Q5_0, BlockQ5_0),
+                (cukernels_moe_decode_q5_1, cukernels_moe_tiled_q5_1, Q5_1, BlockQ5_1),
+                (cukernels_moe_decode_q8_0, cukernels_moe_tiled_q8_0, Q8_0, BlockQ8_0),
+                (cukernels_moe_decode_q2_k, cukernels_moe_tiled_q2_k, Q2K, BlockQ2K),
+                (cukernels_moe_decode_q3_k, cukernels_moe_tiled_q3_k, Q3K, BlockQ3K),
+                (cukernels_moe_decode_q4_k, cukernels_moe_tiled_q4_k, Q4K, BlockQ4K),
+                (cukernels_moe_decode_q5_k, cukernels_moe_tiled_q5_k, Q5K, BlockQ5K),
+                (cukernels_moe_decode_q6_k, cukernels_moe_tiled_q6_k, Q6K, BlockQ6K),
+                (cukernels_moe_decode_iq4_nl, cukernels_moe_tiled_iq4_nl, Iq4Nl, BlockIq4Nl),
+                (cukernels_moe_decode_iq4_xs, cukernels_moe_tiled_iq4_xs, Iq4Xs, BlockIq4Xs),
+                (cukernels_moe_decode_mxfp4, cukernels_moe_tiled_mxfp4, Mxfp4, BlockMxfp4)
+            ],
+            quantize: cukernels_moe_quantize_q8_1,
+            route: cukernels_moe_route
+        }
+    };
+}
+
+macro_rules! moe_kernel_table {
+    (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], quantize: $quantize:ident, route: $route:ident) => {
+        /// Every entry point of the `moe` family: the matmuls (decode, tiled) per format in
+        /// [`GgufFormat::ALL`] order, then the quantizer and the router.
+        pub const MOE_KERNELS: &[MoeKernel] = &[
+            $(
+                MoeKernel { entry_point: stringify!($decode), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Decode) },
+                MoeKernel { entry_point: stringify!($tiled), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Tiled) },
+            )*
+            MoeKernel { entry_point: stringify!($quantize), kind: MoeKernelKind::Quantize },
+            MoeKernel { entry_point: stringify!($route), kind: MoeKernelKind::Route },
+        ];
+    };
+}
+with_moe_kernels!(moe_kernel_table);
+
+/// Position in [`MOE_KERNELS`] of the entry point of `kind`.
+pub fn moe_kernel_index(kind: MoeKernelKind) -> usize {
+    MOE_KERNELS.iter().position(|k| k.kind == kind).expect("every moe kernel kind has an entry point")
+}
+
+/// Designed occupancy of the quantizer (no shared memory, few registers).
+pub const MOE_QUANTIZE_BLOCKS_PER_SM: u32 = 4;
+
+// Compile-time proof that every tile fits its architecture and every row sits at its
+// Arch::ALL index.
+const _: () = {
+    let mut i = 0;
+    while i < MOE_CONFIGS.len() {
+        let row = &MOE_CONFIGS[i];
+        assert!(row.arch as u8 == Arch::ALL[i] as u8, "MOE_CONFIGS must follow Arch::ALL order");
+        if let Err(why) = row.decode.check(row.arch) {
+            panic!("{}", why);
+        }
+        if let Err(why) = row.tiled.check(row.arch) {
+            panic!("{}", why);
+        }
+        i += 1;
+    }
+    // The matmul list follows GgufFormat::ALL.
+    let mut f = 0;
+    while f < GgufFormat::ALL.len() {
+        match MOE_KERNELS[2 * f].kind {
+            MoeKernelKind::MatMul(format, MoePath::Decode) => assert!(format as u8 == GgufFormat::ALL[f] as u8, "moe kernels follow GgufFormat::ALL"),
+            _ => panic!("moe kernels: decode then tiled per format"),
+        }
+        f += 1;
+    }
+};
