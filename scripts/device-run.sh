@@ -2,8 +2,9 @@
 # Runs on the GPU machine, over the binaries scripts/stage-device.sh built: the GPU test suite
 # (every architecture's config; SUITES picks which), compute-sanitizer memcheck and racecheck (quick suites),
 # the load-time benchmark (fresh processes, JIT cache off), the SGEMM benchmark against
-# cuBLAS and the attention benchmark against PyTorch (flash and cuDNN backends). Everything is logged under $OUT.
-# Usage: bash scripts/device-run.sh [tests|sanitize|load|bench|attention|all]...
+# cuBLAS, the attention benchmark against PyTorch (flash and cuDNN backends) and the MoE benchmark
+# against cuBLAS f16. Everything is logged under $OUT.
+# Usage: bash scripts/device-run.sh [tests|sanitize|load|bench|attention|moe|all]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=device-stage
@@ -50,6 +51,9 @@ if has attention; then
   # Ours, then PyTorch's SDPA (flash and cuDNN backends) on the same shapes in the same run.
   $stage/cukernels-bench attention --reps "${ATTN_SAMPLES:-21}" --out "$OUT/attention-ours.jsonl" ${ATTN_SHAPES:-} 2>&1 | tee "$OUT/attention.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1
   python3 benches/attention_torch.py "$OUT/attention-ours.jsonl" "$OUT/attention.jsonl" --samples "${ATTN_SAMPLES:-21}" 2>&1 | tee -a "$OUT/attention.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1
+fi
+if has moe; then
+  $stage/cukernels-bench moe --reps "${MOE_SAMPLES:-15}" --out "$OUT/moe.jsonl" 2>&1 | tee "$OUT/moe.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1
 fi
 if has bench; then
   $stage/cukernels-bench sgemm --reps "${BENCH_REPS:-100}" --out "$OUT/sgemm.jsonl" 2>&1 | tee "$OUT/bench.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1

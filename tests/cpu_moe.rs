@@ -152,10 +152,11 @@ fn workspace_parts_are_aligned_disjoint_and_sized_from_the_call() {
 #[test]
 fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
     for config in cukernels::MOE_CONFIGS.iter() {
-        for tokens in [1usize, 8, 9, 512, 4096] {
+        for tokens in [1usize, 8, 9, 256, 257, 512, 4096] {
             let d = MulMatId::new(GgufFormat::Q4_0, 128, 768, 2048, tokens, 8);
             let plan = d.plan(0, &buffers_for(&d), config).unwrap();
-            let decode = tokens as u32 <= config.decode_max_tokens;
+            // 8 of 128 experts per token: the rows per expert average tokens / 16.
+            let decode = tokens * 8 <= config.decode_max_rows as usize * 128;
             assert_eq!(d.decode_path(config), decode);
             let tile = config.tile(plan.path);
             assert_eq!(plan.matmul_threads, tile.threads());
@@ -204,6 +205,11 @@ fn plan_rejects_bad_buffers_before_anything_launches() {
     // More feature blocks than gridDim.y allows.
     let wide = MulMatId::new(GgufFormat::Q8_0, 1, 65535 * 8 + 1, 32, 1, 1);
     assert_eq!(invalid_name(wide.plan(0, &buffers_for(&wide), config)), "n");
+    // A forced path overrides the batch-size rule (the benchmark measures both so).
+    let forced = MulMatId::new(GgufFormat::Q5_0, 32, 100, 320, 1, 4).force_path(cukernels::MoePath::Tiled);
+    let plan = forced.plan(0, &buffers_for(&forced), config).unwrap();
+    assert_eq!((plan.path, plan.params.tile_rows), (cukernels::MoePath::Tiled, config.tiled.rows));
+    assert!(!forced.decode_path(config));
     // No tokens: a valid plan that launches nothing.
     let empty = MulMatId::new(GgufFormat::Q8_0, 8, 16, 64, 0, 2);
     assert!(empty.plan(0, &buffers_for(&empty), config).unwrap().empty);

@@ -15,11 +15,11 @@
 
 use cukernels::cudarc::driver::{CudaSlice, CudaStream};
 use cukernels::{
-    artifacts, device_context, Alibi, Arch, ArtifactKind, Attention, AttentionDtype, AttentionElement, AttentionExtras, Cukernels, Error, KernelFamily, MaskBuffer,
+    Alibi, Arch, Attention, AttentionDtype, AttentionElement, AttentionExtras, Cukernels, Error, KernelFamily, MaskBuffer,
     MaskShape, PagedKv, Strides,
 };
 use cukernels_tests::attention_ref::{attention_reference, AttentionExpected, AttentionInputs};
-use cukernels_tests::rng;
+use cukernels_tests::{config_handles, rng};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -33,27 +33,8 @@ struct Gpu {
 }
 
 fn gpu() -> Gpu {
-    let ctx = device_context(0).expect("these tests need a CUDA GPU");
-    let (major, minor) = ctx.compute_capability().unwrap();
-    let (major, minor) = (major as u32, minor as u32);
-    let mut handles = Vec::new();
-    for config in Arch::ALL {
-        // The config's own target where it runs here (a cubin or PTX), else its sm_90 probe.
-        let candidates: Vec<_> = artifacts::embedded().iter().filter(|a| a.family == KernelFamily::Attention && a.config == config && a.runs_on(major, minor)).collect();
-        let pick = candidates.iter().find(|a| a.kind == ArtifactKind::Cubin).or_else(|| candidates.first());
-        if let Some(a) = pick {
-            handles.push(Cukernels::with_artifact(&ctx, a.target, a.config, a.kind).unwrap());
-        }
-    }
-    let names: Vec<String> = handles.iter().map(|h| h.artifact(KernelFamily::Attention).to_string()).collect();
-    eprintln!("GPU sm_{major}{minor}: testing attention configs {names:?}");
-    if major == 9 {
-        assert_eq!(handles.len(), 8, "every architecture's config must be testable on an sm_90 device: {names:?}");
-    }
-    for h in &handles {
-        h.preload_family(KernelFamily::Attention).unwrap();
-    }
-    Gpu { stream: ctx.default_stream(), handles }
+    let (stream, handles) = config_handles(KernelFamily::Attention, &Arch::ALL);
+    Gpu { stream, handles }
 }
 
 fn quick() -> bool {

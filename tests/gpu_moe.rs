@@ -21,8 +21,8 @@
 
 use cukernels::cudarc::driver::{CudaSlice, CudaStream};
 use cukernels::quant::{chunks, quantize, quantize_q8_1, Chunk, QK};
-use cukernels::{artifacts, device_context, Arch, ArtifactKind, Cukernels, Error, GgufFormat, KernelFamily, MoeInput, MulMatId};
-use cukernels_tests::rng;
+use cukernels::{Arch, Cukernels, Error, GgufFormat, KernelFamily, MoeInput, MulMatId};
+use cukernels_tests::{config_handles, rng};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -35,28 +35,10 @@ struct Gpu {
 }
 
 fn gpu() -> Gpu {
-    let ctx = device_context(0).expect("these tests need a CUDA GPU");
-    let (major, minor) = ctx.compute_capability().unwrap();
-    let (major, minor) = (major as u32, minor as u32);
-    let mut handles = Vec::new();
     // Quick runs (compute-sanitizer) keep the sm_90 row and sm_75's (its own tile shapes).
     let configs: &[Arch] = if quick() { &[Arch::Sm90, Arch::Sm75] } else { &Arch::ALL };
-    for &config in configs {
-        let candidates: Vec<_> = artifacts::embedded().iter().filter(|a| a.family == KernelFamily::Moe && a.config == config && a.runs_on(major, minor)).collect();
-        let pick = candidates.iter().find(|a| a.kind == ArtifactKind::Cubin).or_else(|| candidates.first());
-        if let Some(a) = pick {
-            handles.push(Cukernels::with_artifact(&ctx, a.target, a.config, a.kind).unwrap());
-        }
-    }
-    let names: Vec<String> = handles.iter().map(|h| h.artifact(KernelFamily::Moe).to_string()).collect();
-    eprintln!("GPU sm_{major}{minor}: testing moe configs {names:?}");
-    if major == 9 && !quick() {
-        assert_eq!(handles.len(), 8, "every architecture's config must be testable on an sm_90 device: {names:?}");
-    }
-    for h in &handles {
-        h.preload_family(KernelFamily::Moe).unwrap();
-    }
-    Gpu { stream: ctx.default_stream(), handles }
+    let (stream, handles) = config_handles(KernelFamily::Moe, configs);
+    Gpu { stream, handles }
 }
 
 fn quick() -> bool {

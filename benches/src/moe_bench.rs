@@ -28,31 +28,50 @@ pub struct MoeShape {
     pub k: usize,
     pub tokens: usize,
     pub per_slot: bool,
+    /// A forced path (`None`: the config's choice).
+    pub path: Option<cukernels::MoePath>,
 }
 
 impl MoeShape {
     pub fn desc(&self) -> MulMatId {
         let d = MulMatId::new(self.format, self.experts, self.n, self.k, self.tokens, self.n_used);
-        if self.per_slot { d.per_slot_input() } else { d }
+        let d = if self.per_slot { d.per_slot_input() } else { d };
+        match self.path {
+            Some(p) => d.force_path(p),
+            None => d,
+        }
     }
     pub fn label(&self) -> String {
-        format!("{} {} T{} E{}/{} {}x{}", self.model, self.format, self.tokens, self.experts, self.n_used, self.n, self.k)
+        let forced = match self.path {
+            Some(cukernels::MoePath::Decode) => " (decode forced)",
+            Some(cukernels::MoePath::Tiled) => " (tiled forced)",
+            None => "",
+        };
+        format!("{} {} T{} E{}/{} {}x{}{forced}", self.model, self.format, self.tokens, self.experts, self.n_used, self.n, self.k)
     }
 }
 
 /// The shapes: Qwen3-30B-A3B-like gate/up (E 128, 8 used, N 768, K 2048) and down
-/// (N 2048, K 768, one row per slot), over batch sizes from decode to prefill.
+/// (N 2048, K 768, one row per slot), over batch sizes from decode to prefill; then q4_0's gate
+/// with each path forced at batch sizes around the switch (where it belongs is measured so).
 pub fn shapes(quick: bool) -> Vec<MoeShape> {
     let tokens: &[usize] = if quick { &[1, 8, 512] } else { &[1, 2, 4, 8, 16, 64, 512, 4096] };
     let formats: &[GgufFormat] = if quick { &[GgufFormat::Q4_0] } else { &[GgufFormat::Q4_0, GgufFormat::Q4K, GgufFormat::Q6K, GgufFormat::Q8_0, GgufFormat::Mxfp4] };
     let mut v = Vec::new();
     for &format in formats {
         for &t in tokens {
-            v.push(MoeShape { model: "qwen3-30b-a3b gate", format, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: false });
+            v.push(MoeShape { model: "qwen3-30b-a3b gate", format, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: false, path: None });
         }
     }
     for &t in tokens {
-        v.push(MoeShape { model: "qwen3-30b-a3b down", format: GgufFormat::Q4K, experts: 128, n_used: 8, n: 2048, k: 768, tokens: t, per_slot: true });
+        v.push(MoeShape { model: "qwen3-30b-a3b down", format: GgufFormat::Q4K, experts: 128, n_used: 8, n: 2048, k: 768, tokens: t, per_slot: true, path: None });
+    }
+    if !quick {
+        for t in [4, 8, 16, 32, 64, 128, 256] {
+            for path in [cukernels::MoePath::Decode, cukernels::MoePath::Tiled] {
+                v.push(MoeShape { model: "qwen3-30b-a3b gate", format: GgufFormat::Q4_0, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: false, path: Some(path) });
+            }
+        }
     }
     v
 }

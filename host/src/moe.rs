@@ -69,6 +69,9 @@ pub struct MulMatId {
     pub input: MoeInput,
     /// Only experts `first..last` are computed (`None`: all).
     pub expert_range: Option<(usize, usize)>,
+    /// The matmul path to run, instead of the config's choice by batch size (benchmarks
+    /// measure both paths with it to place the switch).
+    pub path: Option<MoePath>,
 }
 
 /// Element counts of each buffer of a [`MulMatId`] (weights in bytes).
@@ -84,7 +87,7 @@ impl MulMatId {
     /// `tokens` tokens, each routed to `n_used` of `experts` experts of `n × k` weights in
     /// `format`; every slot reads the token's row (see [`MulMatId::per_slot_input`]).
     pub fn new(format: GgufFormat, experts: usize, n: usize, k: usize, tokens: usize, n_used: usize) -> MulMatId {
-        MulMatId { format, experts, n, k, tokens, n_used, input: MoeInput::Shared, expert_range: None }
+        MulMatId { format, experts, n, k, tokens, n_used, input: MoeInput::Shared, expert_range: None, path: None }
     }
 
     /// Slot `s` of each token reads activation row `s` (`x` is `[tokens, n_used, k]`).
@@ -270,13 +273,21 @@ impl MulMatId {
         self.tokens * self.n_used
     }
 
-    /// Whether the call runs the small-batch (decode) kernel on an architecture with `config`.
+    /// Whether the call runs the decode kernel (few rows per expert: at most the config's
+    /// `decode_max_rows` on average) on an architecture with `config`.
     pub fn decode_path(&self, config: &MoeArchConfig) -> bool {
         self.path(config) == MoePath::Decode
     }
 
+    /// Runs `path` whatever the batch size (both paths are correct for every call).
+    pub fn force_path(mut self, path: MoePath) -> Self {
+        self.path = Some(path);
+        self
+    }
+
     fn path(&self, config: &MoeArchConfig) -> MoePath {
-        config.path(self.tokens.min(u32::MAX as usize) as u32)
+        let (first, last) = self.expert_range.unwrap_or((0, self.experts));
+        self.path.unwrap_or_else(|| config.path(self.slots() as u64, (last - first) as u64))
     }
 
     /// The workspace's parts (after checking the shape).

@@ -174,6 +174,29 @@ impl Arch {
     }
 }
 
+impl ArchLimits {
+    /// Checks that a block of `threads` threads with `smem` bytes of dynamic shared memory can
+    /// be launched, and that `blocks_per_sm` of them fit on one SM (threads and shared memory);
+    /// returns the registers per thread the launch bound then leaves (at most 255). Each config
+    /// table checks its tiles with it at compile time.
+    pub const fn check_blocks(&self, threads: u32, smem: u32, blocks_per_sm: u32) -> Result<u32, &'static str> {
+        if threads == 0 || threads > 1024 || blocks_per_sm == 0 {
+            return Err("a block must have 1 to 1024 threads and blocks_per_sm must be positive");
+        }
+        if smem > self.max_smem_per_block {
+            return Err("shared memory exceeds the architecture's per-block limit");
+        }
+        if blocks_per_sm * (smem + self.reserved_smem_per_block) > self.smem_per_sm {
+            return Err("blocks_per_sm blocks do not fit the SM's shared memory");
+        }
+        if blocks_per_sm * threads > self.max_threads_per_sm {
+            return Err("blocks_per_sm blocks exceed the SM's threads");
+        }
+        let budget = self.regs_per_sm / (blocks_per_sm * threads);
+        Ok(if budget > self.max_regs_per_thread { self.max_regs_per_thread } else { budget })
+    }
+}
+
 impl core::fmt::Display for Arch {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())

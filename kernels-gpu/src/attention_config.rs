@@ -228,25 +228,12 @@ impl AttentionTile {
         if !l.has_cp_async && self.stages != 1 {
             return Err("attention tile: without cp.async (sm_70, sm_75) the kernel copies through registers into one stage");
         }
-        if self.threads() > 1024 {
-            return Err("attention tile: more than 1024 threads");
-        }
-        let smem = self.smem_bytes(head);
-        if smem > l.max_smem_per_block {
-            return Err("attention tile: shared memory exceeds the architecture's per-block limit");
-        }
-        if self.blocks_per_sm * (smem + l.reserved_smem_per_block) > l.smem_per_sm {
-            return Err("attention tile: blocks_per_sm blocks do not fit the SM's shared memory");
-        }
-        if self.blocks_per_sm * self.threads() > l.max_threads_per_sm {
-            return Err("attention tile: blocks_per_sm blocks exceed the SM's threads");
-        }
         // Registers: the launch bound gives each thread regs_per_sm / (blocks · threads), at
         // most 255; the accumulators plus ~40 for addresses, softmax state and fragments must
         // fit in it (ptxas in CI proves there are no spills).
-        let budget = {
-            let b = l.regs_per_sm / (self.blocks_per_sm * self.threads());
-            if b > l.max_regs_per_thread { l.max_regs_per_thread } else { b }
+        let budget = match l.check_blocks(self.threads(), self.smem_bytes(head), self.blocks_per_sm) {
+            Ok(budget) => budget,
+            Err(why) => return Err(why),
         };
         if self.accumulator_registers(head) + 40 > budget {
             return Err("attention tile: accumulators leave too few registers under the launch bound");

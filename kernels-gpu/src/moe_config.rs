@@ -64,24 +64,11 @@ impl MoeTile {
         if self.rows > 32 {
             return Err("moe tile: at most 32 rows (lane r writes row r's results)");
         }
-        if self.threads() > 1024 {
-            return Err("moe tile: more than 1024 threads");
-        }
-        let smem = self.smem_bytes();
-        if smem > l.max_smem_per_block {
-            return Err("moe tile: shared memory exceeds the architecture's per-block limit");
-        }
-        if self.blocks_per_sm * (smem + l.reserved_smem_per_block) > l.smem_per_sm {
-            return Err("moe tile: blocks_per_sm blocks do not fit the SM's shared memory");
-        }
-        if self.blocks_per_sm * self.threads() > l.max_threads_per_sm {
-            return Err("moe tile: blocks_per_sm blocks exceed the SM's threads");
-        }
         // Each lane holds rows · features partial sums, the features' decoded chunks
         // (8 words + 4 scales each) and ~40 registers of addresses and loop state.
-        let budget = {
-            let b = l.regs_per_sm / (self.blocks_per_sm * self.threads());
-            if b > l.max_regs_per_thread { l.max_regs_per_thread } else { b }
+        let budget = match l.check_blocks(self.threads(), self.smem_bytes(), self.blocks_per_sm) {
+            Ok(budget) => budget,
+            Err(why) => return Err(why),
         };
         if self.rows * self.features_per_warp + 12 * self.features_per_warp + 40 > budget {
             return Err("moe tile: partial sums leave too few registers under the launch bound");
@@ -94,13 +81,14 @@ impl MoeTile {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MoeArchConfig {
     pub arch: Arch,
-    /// Small batches: few rows per expert, so a tile has few rows and many blocks stream the
-    /// chosen experts' weights (each weight is read once per tile of rows).
+    /// Few rows per expert: a tile has few rows and many blocks stream the chosen experts'
+    /// weights (each weight is read once per tile of rows).
     pub decode: MoeTile,
     /// Large batches: more rows per tile, so each weight chunk decoded serves more products.
     pub tiled: MoeTile,
-    /// The decode path runs when `tokens ≤ decode_max_tokens`.
-    pub decode_max_tokens: u32,
+    /// The decode path runs while the routed slots average at most this many rows per
+    /// computed expert (`slots ≤ decode_max_rows · experts`).
+    pub decode_max_rows: u32,
 }
 
 impl MoeArchConfig {
@@ -111,9 +99,10 @@ impl MoeArchConfig {
             MoePath::Tiled => self.tiled,
         }
     }
-    /// The path a call of `tokens` tokens takes.
-    pub const fn path(&self, tokens: u32) -> MoePath {
-        if tokens <= self.decode_max_tokens { MoePath::Decode } else { MoePath::Tiled }
+    /// The path a call of `slots` routed slots (tokens · n_used) over `experts` computed
+    /// experts takes.
+    pub const fn path(&self, slots: u64, experts: u64) -> MoePath {
+        if slots <= self.decode_max_rows as u64 * experts { MoePath::Decode } else { MoePath::Tiled }
     }
 }
 
@@ -128,23 +117,29 @@ const fn tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: u32)
     MoeTile { rows, warps, features_per_warp, blocks_per_sm }
 }
 
-/// Decode: 8 rows (a decode batch of up to 8 tokens puts at most 8 rows on an expert unless
-/// ids repeat), 4 warps of one feature each: small blocks, many of them, so that enough weight
-/// loads are in flight to approach memory bandwidth.
+/// Decode: 8 rows (an expert's rows fill ⌈rows / 8⌉ tiles; at decode batches most experts have
+/// one), 4 warps of one feature each: small blocks, many of them, so that enough weight loads
+/// are in flight to approach memory bandwidth.
 const DECODE: MoeTile = tile(8, 4, 1, 6);
+/// sm_70 and sm_120: four blocks (128 registers), as some K-quants' decode spilled under six
+/// blocks' 80 there (ptxas 12.9: q3_K, 4-20 bytes).
+const DECODE_FOUR_BLOCKS: MoeTile = tile(8, 4, 1, 4);
 /// Tiled: 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
 /// two blocks per SM (128 registers per thread: with 2 features per warp the K-quants' decode
 /// spilled 8-88 bytes there, ptxas 12.9).
 const TILED: MoeTile = tile(32, 8, 1, 2);
-/// sm_75 has 64 KB of shared memory per SM: one block of the tiled shape.
-const TILED_SM75: MoeTile = tile(32, 8, 1, 1);
-/// Batches above 8 tokens have, in the models of the issue (8 of 128 experts), a few rows per
-/// expert only from 16 tokens up; 8 is the decode batch llama.cpp's MMVQ also stops at.
-const DECODE_MAX_TOKENS: u32 = 8;
+/// One block per SM of the tiled shape: sm_75 (64 KB of shared memory per SM) and sm_120
+/// (q5_K spilled 4 bytes under two blocks' 128 registers, ptxas 12.9).
+const TILED_ONE_BLOCK: MoeTile = tile(32, 8, 1, 1);
+/// Measured on the H200 (q4_0, 128 experts, 8 used, 768 × 2048; both paths forced,
+/// `benches/results/2026-12-01-h200-moe-*-switch.jsonl`): the decode path is 2.2x faster at
+/// 16 tokens (1 row per expert on average), 1.4x at 128 (8 rows), and even at 256 (16 rows).
+const DECODE_MAX_ROWS: u32 = 16;
 
 const fn row(arch: Arch) -> MoeArchConfig {
-    let tiled = if matches!(arch, Arch::Sm75) { TILED_SM75 } else { TILED };
-    MoeArchConfig { arch, decode: DECODE, tiled, decode_max_tokens: DECODE_MAX_TOKENS }
+    let decode = if matches!(arch, Arch::Sm70 | Arch::Sm120) { DECODE_FOUR_BLOCKS } else { DECODE };
+    let tiled = if matches!(arch, Arch::Sm75 | Arch::Sm120) { TILED_ONE_BLOCK } else { TILED };
+    MoeArchConfig { arch, decode, tiled, decode_max_rows: DECODE_MAX_ROWS }
 }
 
 /// Every architecture's row, in [`Arch::ALL`] order. (One shape for all of them in this first,

@@ -4,6 +4,37 @@
 
 pub mod attention_ref;
 
+use cukernels::cudarc::driver::CudaStream;
+use cukernels::{artifacts, device_context, Arch, ArtifactKind, Cukernels, KernelFamily};
+use std::sync::Arc;
+
+/// A stream and one handle per config of `configs` that this device can run `family` with: the
+/// config's cubin where one runs, else its PTX (JIT-compiled), else its sm_90 probe (the
+/// sm_100/sm_120 rows built for sm_90). Each family is preloaded. On an sm_90 device every
+/// config must be there (asserted when `configs` is every architecture). Panics without a GPU.
+pub fn config_handles(family: KernelFamily, configs: &[Arch]) -> (Arc<CudaStream>, Vec<Cukernels>) {
+    let ctx = device_context(0).expect("these tests need a CUDA GPU");
+    let (major, minor) = ctx.compute_capability().unwrap();
+    let (major, minor) = (major as u32, minor as u32);
+    let mut handles = Vec::new();
+    for &config in configs {
+        let candidates: Vec<_> = artifacts::embedded().iter().filter(|a| a.family == family && a.config == config && a.runs_on(major, minor)).collect();
+        let pick = candidates.iter().find(|a| a.kind == ArtifactKind::Cubin).or_else(|| candidates.first());
+        if let Some(a) = pick {
+            handles.push(Cukernels::with_artifact(&ctx, a.target, a.config, a.kind).unwrap());
+        }
+    }
+    let names: Vec<String> = handles.iter().map(|h| h.artifact(family).to_string()).collect();
+    eprintln!("GPU sm_{major}{minor}: testing {family} configs {names:?}");
+    if major == 9 && configs.len() == Arch::ALL.len() {
+        assert_eq!(handles.len(), 8, "every architecture's config must be testable on an sm_90 device: {names:?}");
+    }
+    for h in &handles {
+        h.preload_family(family).unwrap();
+    }
+    (ctx.default_stream(), handles)
+}
+
 use cukernels::{Layout, Sgemm, Transpose};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
