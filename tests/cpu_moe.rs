@@ -149,6 +149,22 @@ fn workspace_parts_are_aligned_disjoint_and_sized_from_the_call() {
     }
 }
 
+/// A dense matmul (one expert) has many rows per expert at any T, but its tiled grid is
+/// ⌈T / 32⌉ × 32 blocks at n = 4096: the decode path keeps the GPU full until that grid does.
+#[test]
+fn a_small_tiled_grid_takes_the_decode_path() {
+    // (sm_70's `dp4a` tiled tile has 8 features per block: 512 blocks at n = 4096 and any T,
+    // so there the rows per expert decide alone.)
+    for config in cukernels::MOE_CONFIGS.iter().filter(|c| c.tiled.engine != cukernels::MoeEngine::Dp4a) {
+        for (tokens, decode) in [(8usize, true), (32, true), (2048, false)] {
+            let d = MulMatId::new(GgufFormat::Q4_0, 1, 4096, 4096, tokens, 1);
+            let tiled_blocks = tokens.div_ceil(config.tiled.rows as usize) * 4096usize.div_ceil(config.tiled.features() as usize);
+            assert_eq!(tiled_blocks < config.tiled_min_blocks as usize, decode, "{} T{tokens}: {tiled_blocks} tiled blocks", config.arch);
+            assert_eq!(d.decode_path(config), decode, "{} T{tokens}", config.arch);
+        }
+    }
+}
+
 #[test]
 fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
     for config in cukernels::MOE_CONFIGS.iter() {
@@ -156,8 +172,12 @@ fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
             let d = MulMatId::new(GgufFormat::Q4_0, 128, 768, 2048, tokens, 8);
             let plan = d.plan(0, &buffers_for(&d), config).unwrap();
             // 8 of 128 experts per token: the rows per expert average tokens / 16.
-            let decode = tokens * 8 <= config.decode_max_rows as usize * 128;
+            let tiled_blocks = (tokens * 8).div_ceil(config.tiled.rows as usize) * 768usize.div_ceil(config.tiled.features() as usize);
+            let decode = tokens * 8 <= config.decode_max_rows as usize * 128 || tiled_blocks < config.tiled_min_blocks as usize;
             assert_eq!(d.decode_path(config), decode);
+            if tokens >= 512 {
+                assert!(!decode, "{}: 512 tokens of 128 experts take the tiled path", config.arch);
+            }
             let tile = config.tile(plan.path);
             assert_eq!(plan.matmul_threads, tile.threads());
             assert_eq!(plan.matmul_smem, tile.smem_bytes());

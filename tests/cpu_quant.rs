@@ -235,6 +235,24 @@ fn wrong_lengths_are_typed_errors_naming_the_argument() {
     assert!(matches!(quantize_q8_1(&[0.0; 33]), Err(Error::InvalidArgument { name: "x", .. })));
 }
 
+/// The tensor-core tiles take a chunk of a format without scales per 16 weights in one k32
+/// product with the scale and offset of its first half: the halves must agree.
+#[test]
+fn chunk_halves_share_their_scales_unless_the_format_scales_every_16_weights() {
+    for format in GgufFormat::ALL {
+        let mut halves_differ = false;
+        for row in test_rows(300 + format as u64, 2 * QK_K) {
+            for chunk in cukernels::quant::chunks(format, &quantize(format, &row).unwrap()).unwrap() {
+                let differ = chunk.scale[0] != chunk.scale[1] || chunk.offset[0] != chunk.offset[1];
+                assert!(format.scales_per_16_weights() || !differ, "{format}: halves of a chunk differ: {chunk:?}");
+                halves_differ |= differ;
+            }
+        }
+        // And the formats that claim a scale per 16 weights use it on these rows.
+        assert_eq!(halves_differ, format.scales_per_16_weights(), "{format}");
+    }
+}
+
 /// The integer form the GPU kernels compute (`chunk_dot`: int8 chunk values against q8_1
 /// activations, `dp4a`, then the chunk's scales and offsets) against f64 products of the
 /// dequantized weights and the dequantized activations, row by row, in every format.

@@ -274,7 +274,8 @@ impl MulMatId {
     }
 
     /// Whether the call runs the decode kernel (few rows per expert: at most the config's
-    /// `decode_max_rows` on average) on an architecture with `config`.
+    /// `decode_max_rows` on average, or a tiled grid under `tiled_min_blocks`) on an
+    /// architecture with `config`.
     pub fn decode_path(&self, config: &MoeArchConfig) -> bool {
         self.path(config) == MoePath::Decode
     }
@@ -287,7 +288,7 @@ impl MulMatId {
 
     fn path(&self, config: &MoeArchConfig) -> MoePath {
         let (first, last) = self.expert_range.unwrap_or((0, self.experts));
-        self.path.unwrap_or_else(|| config.path(self.slots() as u64, (last - first) as u64))
+        self.path.unwrap_or_else(|| config.path(self.slots() as u64, (last - first) as u64, self.n as u64))
     }
 
     /// The workspace's parts (after checking the shape).

@@ -29,17 +29,59 @@ pub const MOE_QUANTIZE_THREADS: u32 = 256;
 /// Activation values per quantizer thread.
 pub const MOE_QUANTIZE_VALUES_PER_THREAD: u32 = 4;
 
+/// 32-weight chunks of K per step of the tensor-core tiles: 256 weights, one K-quant
+/// super-block or eight blocks of the 32-weight formats, so a step never splits a block.
+pub const MOE_MMA_STEP_CHUNKS: u32 = 8;
+/// Words (of 4 int8 values) per row of a tensor-core tile's staged step: 64 of values plus 4 of
+/// padding, so that the 8 rows one fragment load touches (row stride 68 ≡ 4 banks) fall in 8
+/// different groups of 4 banks: the loads are free of bank conflicts.
+pub const MOE_MMA_ROW_WORDS: u32 = MOE_MMA_STEP_CHUNKS * 8 + 4;
+/// Shared memory per weight row (output feature) of a tensor-core tile: its step's int8
+/// values, and an f32 scale and offset per 16 weights.
+pub const MOE_MMA_SMEM_BYTES_PER_FEATURE: u32 = 4 * MOE_MMA_ROW_WORDS + 2 * 2 * MOE_MMA_STEP_CHUNKS * 4;
+/// Shared memory per activation row of a tensor-core tile: its step's q8_1 values, the scale
+/// per 32 values, the scaled sum per 16 values (for the offsets), and the row's slot index.
+pub const MOE_MMA_SMEM_BYTES_PER_ROW: u32 = 4 * MOE_MMA_ROW_WORDS + MOE_MMA_STEP_CHUNKS * 4 + 2 * MOE_MMA_STEP_CHUNKS * 4 + 4;
+/// Shared memory of a tensor-core tile besides the per-feature and per-row parts: the scale
+/// arrays are stored chunk-major with one word of padding per line (weights' scales and
+/// offsets: 2 · 8 lines each; activations' scales: 8, sums: 16).
+pub const MOE_MMA_SMEM_PADDING_BYTES: u32 = (2 * 2 * MOE_MMA_STEP_CHUNKS + MOE_MMA_STEP_CHUNKS + 2 * MOE_MMA_STEP_CHUNKS) * 4;
+
+/// How a tile computes its integer dot products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoeEngine {
+    /// `dp4a` on the CUDA cores, every lane a 32-weight chunk (every architecture).
+    Dp4a,
+    /// Int8 tensor cores, `mma.m8n8k16` (sm_75: Turing's only int8 shape), two per 16×8
+    /// fragment.
+    MmaM8n8k16,
+    /// Int8 tensor cores, `mma.m16n8k32` and `m16n8k16` (sm_80 and newer).
+    MmaM16n8k32,
+}
+
+impl MoeEngine {
+    pub const fn name(self) -> &'static str {
+        match self {
+            MoeEngine::Dp4a => "dp4a",
+            MoeEngine::MmaM8n8k16 => "mma.m8n8k16",
+            MoeEngine::MmaM16n8k32 => "mma.m16n8k32",
+        }
+    }
+}
+
 /// One matmul tile shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MoeTile {
     /// Gathered rows (token slots routed to one expert) per tile.
     pub rows: u32,
     pub warps: u32,
-    /// Output features each warp computes for all of the tile's rows (each lane holds
-    /// `rows · features_per_warp` partial sums).
+    /// Output features each warp computes for all of the tile's rows (with `dp4a` each lane
+    /// holds `rows · features_per_warp` partial sums; with `mma` the warp's accumulator
+    /// fragments hold them, `rows · features_per_warp / 32` per lane).
     pub features_per_warp: u32,
     /// Designed occupancy (the launch bound).
     pub blocks_per_sm: u32,
+    pub engine: MoeEngine,
 }
 
 impl MoeTile {
@@ -50,9 +92,15 @@ impl MoeTile {
     pub const fn features(&self) -> u32 {
         self.warps * self.features_per_warp
     }
-    /// Dynamic shared memory of one block: the staged activations of one K step.
+    /// Dynamic shared memory of one block: the staged activations of one K step (and, for the
+    /// tensor-core tiles, the step's decoded weights).
     pub const fn smem_bytes(&self) -> u32 {
-        self.rows * MOE_SMEM_BYTES_PER_ROW
+        match self.engine {
+            MoeEngine::Dp4a => self.rows * MOE_SMEM_BYTES_PER_ROW,
+            MoeEngine::MmaM8n8k16 | MoeEngine::MmaM16n8k32 => {
+                self.features() * MOE_MMA_SMEM_BYTES_PER_FEATURE + self.rows * MOE_MMA_SMEM_BYTES_PER_ROW + MOE_MMA_SMEM_PADDING_BYTES
+            }
+        }
     }
 
     /// Checks the tile against `arch`'s limits (compile time, below).
@@ -61,17 +109,40 @@ impl MoeTile {
         if self.rows == 0 || self.warps == 0 || self.features_per_warp == 0 || self.blocks_per_sm == 0 {
             return Err("moe tile: every field must be positive");
         }
-        if self.rows > 32 {
-            return Err("moe tile: at most 32 rows (lane r writes row r's results)");
-        }
-        // Each lane holds rows · features partial sums, the features' decoded chunks
-        // (8 words + 4 scales each) and ~40 registers of addresses and loop state.
         let budget = match l.check_blocks(self.threads(), self.smem_bytes(), self.blocks_per_sm) {
             Ok(budget) => budget,
             Err(why) => return Err(why),
         };
-        if self.rows * self.features_per_warp + 12 * self.features_per_warp + 40 > budget {
-            return Err("moe tile: partial sums leave too few registers under the launch bound");
+        match self.engine {
+            MoeEngine::Dp4a => {
+                if self.rows > 32 {
+                    return Err("moe tile: at most 32 rows (lane r writes row r's results)");
+                }
+                // Each lane holds rows · features partial sums, the features' decoded chunks
+                // (8 words + 4 scales each) and ~40 registers of addresses and loop state.
+                if self.rows * self.features_per_warp + 12 * self.features_per_warp + 40 > budget {
+                    return Err("moe tile: partial sums leave too few registers under the launch bound");
+                }
+            }
+            MoeEngine::MmaM8n8k16 | MoeEngine::MmaM16n8k32 => {
+                let needs = if matches!(self.engine, MoeEngine::MmaM8n8k16) { Arch::Sm75 } else { Arch::Sm80 };
+                if (arch as u8) < (needs as u8) {
+                    return Err("moe tile: the architecture lacks this int8 mma shape");
+                }
+                if self.rows % 8 != 0 || self.features_per_warp % 16 != 0 {
+                    return Err("moe tile: mma tiles take rows in 8s and features in 16s");
+                }
+                if self.features_per_warp > 32 {
+                    return Err("moe tile: at most 32 features per warp (each thread decodes features_per_warp / 4 of a step's chunks, at most a step's 8)");
+                }
+                // Per lane: the accumulators, one chunk's A (4 words per 16 features) and B
+                // (2 words per 8 rows) fragments, their scales and offsets (2 per 16-feature
+                // tile and half, 3 per 8-row tile), and ~48 of addresses and loop state.
+                let (m_tiles, n_tiles) = (self.features_per_warp / 16, self.rows / 8);
+                if 4 * m_tiles * n_tiles + 4 * m_tiles + 2 * n_tiles + 8 * m_tiles + 6 * n_tiles + 48 > budget {
+                    return Err("moe tile: accumulators leave too few registers under the launch bound");
+                }
+            }
         }
         Ok(())
     }
@@ -87,8 +158,12 @@ pub struct MoeArchConfig {
     /// Large batches: more rows per tile, so each weight chunk decoded serves more products.
     pub tiled: MoeTile,
     /// The decode path runs while the routed slots average at most this many rows per
-    /// computed expert (`slots ≤ decode_max_rows · experts`).
+    /// computed expert (`slots ≤ decode_max_rows · experts`), ...
     pub decode_max_rows: u32,
+    /// ... or while the tiled grid would have fewer blocks than this (at least
+    /// `⌈slots / tiled.rows⌉ · ⌈n / tiled.features()⌉`): few experts with many features (a
+    /// dense matmul) give the tiled path too few blocks to fill the GPU.
+    pub tiled_min_blocks: u32,
 }
 
 impl MoeArchConfig {
@@ -100,9 +175,10 @@ impl MoeArchConfig {
         }
     }
     /// The path a call of `slots` routed slots (tokens · n_used) over `experts` computed
-    /// experts takes.
-    pub const fn path(&self, slots: u64, experts: u64) -> MoePath {
-        if slots <= self.decode_max_rows as u64 * experts { MoePath::Decode } else { MoePath::Tiled }
+    /// experts and `n` output features takes.
+    pub const fn path(&self, slots: u64, experts: u64, n: u64) -> MoePath {
+        let tiled_blocks = slots.div_ceil(self.tiled.rows as u64) * n.div_ceil(self.tiled.features() as u64);
+        if slots <= self.decode_max_rows as u64 * experts || tiled_blocks < self.tiled_min_blocks as u64 { MoePath::Decode } else { MoePath::Tiled }
     }
 }
 
@@ -114,7 +190,11 @@ pub enum MoePath {
 }
 
 const fn tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: u32) -> MoeTile {
-    MoeTile { rows, warps, features_per_warp, blocks_per_sm }
+    MoeTile { rows, warps, features_per_warp, blocks_per_sm, engine: MoeEngine::Dp4a }
+}
+
+const fn mma_tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: u32, engine: MoeEngine) -> MoeTile {
+    MoeTile { rows, warps, features_per_warp, blocks_per_sm, engine }
 }
 
 /// Decode: 8 rows (an expert's rows fill ⌈rows / 8⌉ tiles; at decode batches most experts have
@@ -124,26 +204,46 @@ const DECODE: MoeTile = tile(8, 4, 1, 6);
 /// sm_70 and sm_120: four blocks (128 registers), as some K-quants' decode spilled under six
 /// blocks' 80 there (ptxas 12.9: q3_K, 4-20 bytes).
 const DECODE_FOUR_BLOCKS: MoeTile = tile(8, 4, 1, 4);
-/// Tiled: 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
+/// Tiled with `dp4a` (sm_70, which has no int8 tensor cores): 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
 /// two blocks per SM (128 registers per thread: with 2 features per warp the K-quants' decode
 /// spilled 8-88 bytes there, ptxas 12.9).
 const TILED: MoeTile = tile(32, 8, 1, 2);
-/// One block per SM of the tiled shape: sm_75 (64 KB of shared memory per SM) and sm_120
-/// (q5_K spilled 4 bytes under two blocks' 128 registers, ptxas 12.9).
-const TILED_ONE_BLOCK: MoeTile = tile(32, 8, 1, 1);
-/// Measured on the H200 (q4_0, 128 experts, 8 used, 768 × 2048; both paths forced,
-/// `benches/results/2026-12-01-h200-moe-*-switch.jsonl`): the decode path is 2.2x faster at
-/// 16 tokens (1 row per expert on average), 1.4x at 128 (8 rows), and even at 256 (16 rows).
-const DECODE_MAX_ROWS: u32 = 16;
+/// Tensor-core tiles: 32 rows (at 512 tokens of 128 experts × 8 an expert averages 32 rows)
+/// × 4 warps × 32 features (two 16-feature fragments per warp, sharing each activation
+/// fragment): 128 features, 62 KB of staged step, three blocks per SM where 228 KB allow it
+/// (sm_90, sm_100), two on sm_80's 164 KB.
+const TILED_MMA: MoeTile = mma_tile(32, 4, 32, 3, MoeEngine::MmaM16n8k32);
+const TILED_MMA_SM80: MoeTile = mma_tile(32, 4, 32, 2, MoeEngine::MmaM16n8k32);
+/// The 100 KB SMs (sm_86, sm_89, sm_120): 16 features per warp, 37 KB, two blocks.
+const TILED_MMA_100KB: MoeTile = mma_tile(32, 4, 16, 2, MoeEngine::MmaM16n8k32);
+/// sm_75 (64 KB per SM, `mma.m8n8k16`): one block of 8 warps × 16 features, 62 KB.
+const TILED_MMA_SM75: MoeTile = mma_tile(32, 8, 16, 1, MoeEngine::MmaM8n8k16);
+/// Measured on the H200 with the tensor-core tiled path (q4_0, 128 experts, 8 used,
+/// 768 × 2048, one row per slot; both paths forced,
+/// `benches/results/2026-12-01-h200-moe-mma.jsonl`): decode is 1.4x faster at 32 tokens
+/// (2 rows per expert on average), level at 64 (4 rows), 1.5x slower at 128 (8 rows).
+const DECODE_MAX_ROWS: u32 = 4;
+/// About one block per SM of the GPUs these rows serve (H100/H200 132, A100 108, RTX 4090 128):
+/// a tiled grid smaller than that leaves SMs idle while the decode path's grid (8-row tiles ×
+/// 4 features) fills them. Measured on the H200 (dense 4096 × 4096 q4_0, both paths forced,
+/// `benches/results/2026-12-01-h200-moe-mma.jsonl`): at 8 tokens (32 tiled blocks) decode is
+/// 3x faster.
+const TILED_MIN_BLOCKS: u32 = 128;
 
 const fn row(arch: Arch) -> MoeArchConfig {
     let decode = if matches!(arch, Arch::Sm70 | Arch::Sm120) { DECODE_FOUR_BLOCKS } else { DECODE };
-    let tiled = if matches!(arch, Arch::Sm75 | Arch::Sm120) { TILED_ONE_BLOCK } else { TILED };
-    MoeArchConfig { arch, decode, tiled, decode_max_rows: DECODE_MAX_ROWS }
+    let tiled = match arch {
+        Arch::Sm70 => TILED,
+        Arch::Sm75 => TILED_MMA_SM75,
+        Arch::Sm80 => TILED_MMA_SM80,
+        Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => TILED_MMA_100KB,
+        Arch::Sm90 | Arch::Sm100 => TILED_MMA,
+    };
+    MoeArchConfig { arch, decode, tiled, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
 }
 
-/// Every architecture's row, in [`Arch::ALL`] order. (One shape for all of them in this first,
-/// dp4a-only version of the kernels; the int8 tensor-core paths will give each its own.)
+/// Every architecture's row, in [`Arch::ALL`] order. The decode path is `dp4a` everywhere;
+/// the tiled path runs on the int8 tensor cores from sm_75 on (sm_70 has none).
 pub const MOE_CONFIGS: [MoeArchConfig; 8] =
     [row(Arch::Sm70), row(Arch::Sm75), row(Arch::Sm80), row(Arch::Sm86), row(Arch::Sm89), row(Arch::Sm90), row(Arch::Sm100), row(Arch::Sm120)];
 

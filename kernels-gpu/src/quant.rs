@@ -213,6 +213,10 @@ pub trait BlockFormat: Copy {
     const FORMAT: GgufFormat;
     /// Whether the weights carry an offset (the `_1` formats' `m`, the K-quants' minimums).
     const HAS_OFFSET: bool;
+    /// Whether the two 16-weight halves of a chunk may have different scales and offsets
+    /// (q2_K, q3_K, q6_K: a scale per 16 weights). When false, `scale[0] == scale[1]` and
+    /// `offset[0] == offset[1]`, and a tensor-core tile takes the chunk in one k32 product.
+    const HALF_SCALES: bool = Self::FORMAT.scales_per_16_weights();
     /// Chunk `c` (`0 .. block_elements / 32`) of the block.
     fn chunk(&self, c: usize) -> Chunk;
 }
@@ -580,6 +584,12 @@ impl GgufFormat {
     }
 
     /// Weights per block.
+    /// Whether the format scales every 16 weights (q2_K, q3_K, q6_K) rather than every 32 or
+    /// more: the halves of a decoded [`Chunk`] then have scales (and offsets) of their own.
+    pub const fn scales_per_16_weights(self) -> bool {
+        matches!(self, GgufFormat::Q2K | GgufFormat::Q3K | GgufFormat::Q6K)
+    }
+
     pub const fn block_elements(self) -> usize {
         match self {
             GgufFormat::Q4_0 | GgufFormat::Q4_1 | GgufFormat::Q5_0 | GgufFormat::Q5_1 | GgufFormat::Q8_0 | GgufFormat::Iq4Nl | GgufFormat::Mxfp4 => QK,

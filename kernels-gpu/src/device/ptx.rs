@@ -202,6 +202,21 @@ pub unsafe fn load_cluster_shared_f32x4(addr: u32) -> [f32; 4] {
     [x, y, z, w]
 }
 
+/// 16 bytes from global memory in one `ld.global.v4.u32` (LLVM splits a 16-byte struct copy
+/// into 8-byte loads, and through local memory when the copy is conditional).
+///
+/// Safety: `ptr` is valid for 16 bytes and 16-byte aligned.
+#[inline(always)]
+pub unsafe fn load_global_u32x4(ptr: *const u32) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!(
+        "ld.global.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg64) ptr,
+        options(nostack, readonly, pure)
+    );
+    [x, y, z, w]
+}
+
 /// Returns `x` unchanged, hidden from the optimizer. An `asm!` without `pure` counts as having
 /// side effects, so LLVM neither hoists it out of a loop nor merges two of them. Used on loop
 /// inputs of address arithmetic: the few integer instructions are then recomputed each k-step
@@ -383,6 +398,69 @@ pub fn rcp(x: f32) -> f32 {
     // SAFETY: register-only.
     unsafe { asm!("rcp.approx.ftz.f32 {o}, {x};", o = out(reg32) out, x = in(reg32) x, options(pure, nomem, nostack)) };
     out
+}
+
+// ---- Int8 matrix fragments (MoE) --------------------------------------------------------
+//
+// `s8 × s8 → s32` products, lane `4·g + t` holding 4 bytes per `u32`:
+// - `m16n8k32`: A (16×32, row-major) `a[0]` = (g, 4t..4t+4), `a[1]` = (g + 8, 4t..),
+//   `a[2]` = (g, 16 + 4t..), `a[3]` = (g + 8, 16 + 4t..); B (32×8, k × n) `b[0]` = rows
+//   4t..4t+4 of column g, `b[1]` = rows 16 + 4t..; C rows g (`c[0]`, `c[1]`) and g + 8
+//   (`c[2]`, `c[3]`), columns 2t, 2t + 1.
+// - `m16n8k16`: the first 16 of k of the above (`a[0]`, `a[1]`, `b[0]`).
+// - `m8n8k16` (sm_75): the top 8 rows of `m16n8k16` (`a[0]`, `b[0]`, `c[0..2]`).
+// Without `.satfinite` the sums wrap; the callers' sums are bounded far below 2^31.
+
+/// `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` (sm_80+): `c + a·b`.
+#[inline(always)]
+pub fn mma_m16n8k32_s8(a: [u32; 4], b: [u32; 2], c: [i32; 4]) -> [i32; 4] {
+    let (d0, d1, d2, d3): (i32, i32, i32, i32);
+    // SAFETY: register-only; every lane of the warp executes it together (the kernels call it
+    // outside any lane-divergent branch).
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        );
+    }
+    [d0, d1, d2, d3]
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32` (sm_80+): `c + a·b`.
+#[inline(always)]
+pub fn mma_m16n8k16_s8(a: [u32; 2], b: u32, c: [i32; 4]) -> [i32; 4] {
+    let (d0, d1, d2, d3): (i32, i32, i32, i32);
+    // SAFETY: as `mma_m16n8k32_s8`.
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}}}, {{{b0}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], b0 = in(reg32) b,
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        );
+    }
+    [d0, d1, d2, d3]
+}
+
+/// `mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32` (sm_75+): `c + a·b`.
+#[inline(always)]
+pub fn mma_m8n8k16_s8(a: u32, b: u32, c: [i32; 2]) -> [i32; 2] {
+    let (d0, d1): (i32, i32);
+    // SAFETY: as `mma_m16n8k32_s8`.
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {{{d0}, {d1}}}, {{{a0}}}, {{{b0}}}, {{{c0}, {c1}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, a0 = in(reg32) a, b0 = in(reg32) b,
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1],
+            options(pure, nomem, nostack)
+        );
+    }
+    [d0, d1]
 }
 
 /// `dp4a.s32.s32`: `c` plus the dot product of the four signed bytes of `a` and of `b`

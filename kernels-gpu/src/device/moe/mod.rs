@@ -34,16 +34,36 @@
 //! over the warp and lane `r` writes row `r`'s results to its slot's output row.
 //!
 //! Every weight is read once per tile. The decode path (few rows per expert) uses small tiles
-//! and many blocks to keep memory busy; the tiled path uses 32-row tiles so that each decoded
-//! chunk serves 32 rows. These are the `dp4a` kernels every architecture runs; the int8
-//! tensor-core tiles (`mma` m8n8k16 on sm_75, m16n8k32 on sm_80+) are the next step.
+//! and many blocks to keep memory busy; sm_70's tiled path uses 32-row tiles so that each
+//! decoded chunk serves 32 rows.
+//!
+//! ## The tensor-core tile (tiled path, sm_75 and newer)
+//! With many rows per expert the work is a small int8 GEMM per expert, which `mma` does 8-16x
+//! faster than `dp4a` (`mul_mat_id_mma`). A block takes 32 rows × 64 or 128 features and
+//! walks K in steps of 256 weights (one K-quant super-block, eight 32-weight blocks):
+//! 1. all threads decode the step's weights once into shared memory, int8 values plus an f32
+//!    scale and offset per 16 weights (what [`BlockFormat::chunk`] gives: the only
+//!    format-specific code), and copy the rows' q8_1 values, scales and `d · Σq` sums;
+//! 2. each warp owns 16 or 32 features × all rows, as 16×8 accumulator fragments; per 32-weight
+//!    chunk it loads its fragments from shared memory (rows padded to 68 words: no bank
+//!    conflicts), takes the exact integer dot products on the tensor cores (`m16n8k32`; two
+//!    `m16n8k16` for the formats with a scale per 16 weights; pairs of `m8n8k16` on sm_75),
+//!    and adds `scale · d_x · dot + offset · d_x · Σq` to its f32 accumulators, the same
+//!    arithmetic as [`chunk_dot`] in another order of rounding.
+//!
+//! The per-chunk f32 scaling is the price of q8_1's scale per 32 activations: each
+//! accumulator takes one multiply-add per chunk, so the CUDA cores, not the tensor cores, bound
+//! this loop (the integer-to-float conversion is two full-rate instructions,
+//! `small_int_to_f32`, not the quarter-rate `cvt`).
 
 use crate::abi::{moe_params_entry, MoeParams};
-use crate::device::ptx::{block_idx_x, block_idx_y, dynamic_smem, f16_to_f32, shfl_up_u32, shfl_xor_f32, sync_threads, thread_idx_x};
+use crate::device::ptx::{
+    block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads, thread_idx_x,
+};
 use crate::device::BUILD_CONFIG;
-use crate::moe_config::{moe_config, MOE_CHUNKS_PER_STEP, MOE_QUANTIZE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD, MOE_ROUTE_THREADS};
+use crate::moe_config::{moe_config, MoeEngine, MOE_CHUNKS_PER_STEP, MOE_MMA_ROW_WORDS, MOE_MMA_STEP_CHUNKS, MOE_QUANTIZE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD, MOE_ROUTE_THREADS};
 use crate::moe_flags::{X_BF16, X_F16};
-use crate::quant::{chunk_dot, BlockFormat, Chunk, QK};
+use crate::quant::{chunk_dot, BlockFormat, Chunk, GgufFormat, QK};
 #[allow(unused_imports)]
 use crate::quant::{
     BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
@@ -249,6 +269,50 @@ unsafe fn route(p: &MoeParams) {
 // 3. Multiply
 // -------------------------------------------------------------------------------------------
 
+/// The rows of one expert that block `blockIdx.x` multiplies.
+struct GatheredTile {
+    expert: u32,
+    /// Index in `slot_list` of the tile's first row.
+    first_row: u32,
+    /// Rows that exist (`1 ..= tile_rows`).
+    rows: usize,
+}
+
+/// Finds block `blockIdx.x`'s tile of `tile_rows` rows, or `None` past the routed total (the
+/// host launches an upper bound of tiles): the expert `e` with
+/// `tiles_before[e] ≤ tile < tiles_before[e + 1]`, by binary search.
+///
+/// Safety: the router filled `tiles_before` and `row_start` with this `tile_rows`.
+#[inline(always)]
+unsafe fn gathered_tile(p: &MoeParams, tile_rows: u32) -> Option<GatheredTile> {
+    let tile = block_idx_x();
+    let tiles_before = p.tiles_before.ptr();
+    let experts = p.experts;
+    if tile >= *tiles_before.add(experts as usize) {
+        return None;
+    }
+    let (mut lo, mut hi) = (0u32, experts);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if *tiles_before.add(mid as usize) <= tile {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let expert = lo;
+    let row_start = p.row_start.ptr();
+    let first_row = *row_start.add(expert as usize) + (tile - *tiles_before.add(expert as usize)) * tile_rows;
+    let rows = (*row_start.add(expert as usize + 1) - first_row).min(tile_rows) as usize;
+    Some(GatheredTile { expert, first_row, rows })
+}
+
+/// The activation row (of `x_q`) that slot `slot` reads.
+#[inline(always)]
+fn x_row_of_slot(p: &MoeParams, slot: usize) -> usize {
+    if p.x_rows == 1 { slot / p.n_used as usize } else { slot }
+}
+
 /// The matmul of one gathered tile (see the module docs). Shared memory: the step's q8_1
 /// values `[ROWS][32 chunks][8 words]`, their scales `[ROWS][32]`, the rows' slots `[ROWS]`.
 ///
@@ -262,26 +326,9 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
     let threads = WARPS * LANES as usize;
     let tid = thread_idx_x() as usize;
     let (warp, lane) = (tid / LANES as usize, tid % LANES as usize);
-    let tile = block_idx_x();
-    let tiles_before = p.tiles_before.ptr();
-    let experts = p.experts;
-    if tile >= *tiles_before.add(experts as usize) {
+    let Some(GatheredTile { expert, first_row, rows }) = gathered_tile(p, ROWS as u32) else {
         return;
-    }
-    // The expert whose tiles include this one: tiles_before[e] ≤ tile < tiles_before[e + 1].
-    let (mut lo, mut hi) = (0u32, experts);
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        if *tiles_before.add(mid as usize) <= tile {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let expert = lo;
-    let row_start = p.row_start.ptr();
-    let first_row = *row_start.add(expert as usize) + (tile - *tiles_before.add(expert as usize)) * ROWS as u32;
-    let rows = (*row_start.add(expert as usize + 1) - first_row).min(ROWS as u32) as usize;
+    };
 
     let smem_q = dynamic_smem() as *mut u32;
     let smem_d = smem_q.add(ROWS * STEP_CHUNKS * CHUNK_WORDS) as *mut f32;
@@ -307,7 +354,7 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
             let kc = step * STEP_CHUNKS + c;
             if r < rows && kc < k_chunks {
                 let slot = *smem_slot.add(r) as usize;
-                let x_row = if p.x_rows == 1 { slot / p.n_used as usize } else { slot };
+                let x_row = x_row_of_slot(p, slot);
                 let src = p.x_q.ptr().add(x_row * words_per_row + kc * CHUNK_WORDS + half * 4) as *const Words4;
                 *(smem_q.add((r * STEP_CHUNKS + c) * CHUNK_WORDS + half * 4) as *mut Words4) = *src;
                 if half == 0 {
@@ -371,6 +418,264 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
     }
 }
 
+// -------------------------------------------------------------------------------------------
+// 3b. Multiply on the int8 tensor cores
+// -------------------------------------------------------------------------------------------
+
+/// `i` as f32, exactly, for `|i| < 2^22`: the bits of 1.5 · 2^23 plus `i` are the float
+/// 1.5 · 2^23 + i, so one integer add and one float subtract replace `cvt.rn.f32.s32`, which
+/// runs at a quarter of the float rate or less. A 32-weight chunk's product is at most
+/// 32 · 128 · 127 < 2^19 in magnitude.
+#[inline(always)]
+fn small_int_to_f32(i: i32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
+    f32::from_bits((i + MAGIC.to_bits() as i32) as u32) - MAGIC
+}
+
+/// The 16×8 product over 16 of k (`a` = rows g and g + 8, `b` = column g, `c` as
+/// `mma_m16n8k16_s8`): one `m16n8k16`, or on sm_75 two `m8n8k16` (its only int8 shape), one
+/// for each 8 rows.
+#[inline(always)]
+fn mma_k16<const M8N8K16: bool>(a: [u32; 2], b: u32, c: [i32; 4]) -> [i32; 4] {
+    if M8N8K16 {
+        let top = mma_m8n8k16_s8(a[0], b, [c[0], c[1]]);
+        let bottom = mma_m8n8k16_s8(a[1], b, [c[2], c[3]]);
+        [top[0], top[1], bottom[0], bottom[1]]
+    } else {
+        mma_m16n8k16_s8(a, b, c)
+    }
+}
+
+/// The 16×8 product over a whole 32-weight chunk: one `m16n8k32`, or two k16 halves.
+#[inline(always)]
+fn mma_k32<const M8N8K16: bool>(a: [u32; 4], b: [u32; 2]) -> [i32; 4] {
+    if M8N8K16 {
+        let low = mma_k16::<true>([a[0], a[1]], b[0], [0; 4]);
+        mma_k16::<true>([a[2], a[3]], b[1], low)
+    } else {
+        mma_m16n8k32_s8(a, b, [0; 4])
+    }
+}
+
+/// The matmul of one gathered tile on the int8 tensor cores (see the module docs): `ROWS`
+/// rows × `WARPS · FEATURES` features, warp `w` computing features `w · FEATURES ..` of all
+/// rows as `FEATURES / 16 × ROWS / 8` fragments of 16 features × 8 rows.
+///
+/// Each K step of [`MOE_MMA_STEP_CHUNKS`] chunks is staged whole, then multiplied:
+/// - the block decodes every weight chunk of the step once ([`BlockFormat::chunk`]) into int8
+///   values (rows of [`MOE_MMA_ROW_WORDS`] words: conflict-free fragment loads) and an f32
+///   scale and offset per 16 weights; a feature past `n` decodes row `n − 1` (in bounds, never
+///   stored), a chunk past `k` is zeros;
+/// - it copies the tile's q8_1 rows (only rows that exist, zeros for the rest) with their scale
+///   per chunk and `d · Σq` per 16 values (what the offsets multiply);
+/// - for each chunk, each warp loads its A fragments (weights) and B fragments (activations)
+///   and takes the integer products: one k32 `mma` per fragment pair, or, for the formats with
+///   a scale per 16 weights ([`BlockFormat::HALF_SCALES`]), two k16 ones; then every
+///   accumulator adds `scale_w · d_x · dot (+ offset_w · d_x · Σq_x)` in f32, as
+///   [`chunk_dot`] does for a lane.
+///
+/// Accumulator element `e` of fragment `(m, n)` in lane `4g + t` is feature
+/// `16m + g + 8·(e / 2)` of the warp, row `8n + 2t + e % 2`.
+///
+/// Safety: as [`mul_mat_id`], with [`crate::moe_config::MoeTile::smem_bytes`] of dynamic
+/// shared memory; `M8N8K16` only on sm_75 and newer, otherwise sm_80 and newer.
+#[inline(always)]
+unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, const FEATURES: usize, const M8N8K16: bool>(p: &MoeParams) {
+    const STEP: usize = MOE_MMA_STEP_CHUNKS as usize;
+    const ROW_WORDS: usize = MOE_MMA_ROW_WORDS as usize;
+    const ONES: u32 = 0x0101_0101;
+    // Weight chunks a thread decodes at once. Each byte the decode reads takes a register
+    // until its chunk is assembled: 4 chunks fit the 168 registers of sm_90's three blocks per
+    // SM for every format but q3_K, whose chunk reads 54 bytes (all 32 of its high-bit mask):
+    // with 2 in flight it needed 254 registers and spilled 104 bytes there (ptxas 12.9), so it
+    // takes 1.
+    let chunks_in_flight: usize = const { if matches!(B::FORMAT, GgufFormat::Q3K) { 1 } else { 4 } };
+    let m_tiles = FEATURES / 16;
+    let n_tiles = ROWS / 8;
+    let block_features = WARPS * FEATURES;
+    let threads = WARPS * LANES as usize;
+    let tid = thread_idx_x() as usize;
+    let (warp, lane) = (tid / LANES as usize, tid % LANES as usize);
+    let (g, t) = (lane / 4, lane % 4);
+    let Some(GatheredTile { expert, first_row, rows }) = gathered_tile(p, ROWS as u32) else {
+        return;
+    };
+
+    // Shared memory, in the order MoeTile::smem_bytes counts it.
+    let w_q = dynamic_smem() as *mut u32;
+    // The scales are stored chunk-major, [chunk (and half)][feature or row], so that the 8
+    // lanes of a fragment row read 8 consecutive words; one word of padding per line keeps
+    // the staging threads (which write one feature's or row's chunks) off a single bank.
+    let w_stride = block_features + 1;
+    let x_stride = ROWS + 1;
+    let w_scale = w_q.add(block_features * ROW_WORDS) as *mut f32;
+    let w_offset = w_scale.add(2 * STEP * w_stride);
+    let x_q = w_offset.add(2 * STEP * w_stride) as *mut u32;
+    let x_d = x_q.add(ROWS * ROW_WORDS) as *mut f32;
+    let x_sum = x_d.add(STEP * x_stride);
+    let smem_slot = x_sum.add(2 * STEP * x_stride) as *mut u32;
+    if tid < rows {
+        *smem_slot.add(tid) = *p.slot_list.ptr().add(first_row as usize + tid);
+    }
+    sync_threads();
+
+    let n = p.n as usize;
+    let k_chunks = (p.k / QK as u32) as usize;
+    let chunks_per_block = B::FORMAT.block_elements() / QK;
+    let words_per_row = p.k as usize / 4;
+    let expert_weights = p.weights.ptr().add(expert as usize * p.expert_bytes as usize);
+    let feature_base = block_idx_y() as usize * block_features;
+    let warp_feature = warp * FEATURES;
+    // The 8-row fragments that hold existing rows: an expert's last tile is often short.
+    let live_n_tiles = rows.div_ceil(8);
+    // Indexed [m < FEATURES / 16][n < ROWS / 8] (array lengths cannot divide a const
+    // parameter; the unused entries are never touched and cost nothing once unrolled).
+    let mut acc = [[[0f32; 4]; ROWS]; FEATURES];
+
+    let mut chunk0 = 0;
+    while chunk0 < k_chunks {
+        let step_chunks = STEP.min(k_chunks - chunk0);
+        // Decode the step's weights: feature f, chunk c (8 neighbouring threads read one
+        // feature's consecutive blocks), `FEATURES / 4` chunks per thread (at most STEP: the
+        // config check allows at most 32 features per warp). The chunks of a batch are all
+        // decoded before any is stored: with no shared-memory store between them (which might
+        // alias, as far as the compiler knows), their global loads are issued together, and
+        // the thread waits for memory once per batch instead of once per chunk.
+        let per_thread = block_features * STEP / threads;
+        let mut batch_start = 0;
+        while batch_start < per_thread {
+            let mut chunks = [Chunk { values: [0; 8], scale: [0.0; 2], offset: [0.0; 2] }; 4];
+            // Constant trip counts (the array stays in registers), the batch size as a guard.
+            #[allow(clippy::needless_range_loop)]
+            for b in 0..4 {
+                let piece = tid + (batch_start + b) * threads;
+                let (f, c) = (piece / STEP, piece % STEP);
+                let kc = chunk0 + c;
+                if b < chunks_in_flight && batch_start + b < per_thread && c < step_chunks {
+                    let j = (feature_base + f).min(n - 1);
+                    let block = expert_weights.add(j * p.row_bytes as usize + kc / chunks_per_block * core::mem::size_of::<B>()) as *const B;
+                    chunks[b] = (*block).chunk(kc % chunks_per_block);
+                }
+            }
+            #[allow(clippy::needless_range_loop)]
+            for b in 0..4 {
+                if b >= chunks_in_flight || batch_start + b >= per_thread {
+                    continue;
+                }
+                let chunk = &chunks[b];
+                let piece = tid + (batch_start + b) * threads;
+                let (f, c) = (piece / STEP, piece % STEP);
+                let v = &chunk.values;
+                let dst = w_q.add(f * ROW_WORDS + c * CHUNK_WORDS);
+                *(dst as *mut Words4) = Words4([v[0], v[1], v[2], v[3]]);
+                *(dst.add(4) as *mut Words4) = Words4([v[4], v[5], v[6], v[7]]);
+                let at = 2 * c * w_stride + f;
+                *w_scale.add(at) = chunk.scale[0];
+                *w_scale.add(at + w_stride) = chunk.scale[1];
+                if B::HAS_OFFSET {
+                    *w_offset.add(at) = chunk.offset[0];
+                    *w_offset.add(at + w_stride) = chunk.offset[1];
+                }
+            }
+            // Hidden from the optimizer, so that the batches stay iterations of a loop: unrolled,
+            // their loads would all be hoisted together, past the register budget.
+            batch_start = ((batch_start + chunks_in_flight) as u32).opaque() as usize;
+        }
+        // Stage the step's activations: row r, chunk c, half h (16 bytes).
+        let mut piece = tid;
+        while piece < ROWS * STEP * 2 {
+            let (r, c, h) = (piece / (2 * STEP), piece / 2 % STEP, piece % 2);
+            let kc = chunk0 + c;
+            let (mut words, mut d) = ([0u32; 4], 0.0);
+            if r < rows && c < step_chunks {
+                let x_row = x_row_of_slot(p, *smem_slot.add(r) as usize);
+                words = load_global_u32x4(p.x_q.ptr().add(x_row * words_per_row + kc * CHUNK_WORDS + h * 4));
+                d = *p.x_d.ptr().add(x_row * k_chunks + kc);
+            }
+            *(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *mut Words4) = Words4(words);
+            if B::HAS_OFFSET {
+                let sum = words.iter().fold(0, |s, &w| dp4a(ONES, w, s));
+                *x_sum.add((2 * c + h) * x_stride + r) = d * sum as f32;
+            }
+            if h == 0 {
+                *x_d.add(c * x_stride + r) = d;
+            }
+            piece += threads;
+        }
+        sync_threads();
+
+        for c in 0..step_chunks {
+            let word = c * CHUNK_WORDS + t;
+            let a: [[u32; 4]; FEATURES] = core::array::from_fn(|m| {
+                if m >= m_tiles {
+                    return [0; 4];
+                }
+                let row = w_q.add((warp_feature + 16 * m + g) * ROW_WORDS + word);
+                [*row, *row.add(8 * ROW_WORDS), *row.add(4), *row.add(8 * ROW_WORDS + 4)]
+            });
+            let b: [[u32; 2]; ROWS] = core::array::from_fn(|nt| {
+                if nt >= live_n_tiles {
+                    return [0; 2];
+                }
+                let row = x_q.add((8 * nt + g) * ROW_WORDS + word);
+                [*row, *row.add(4)]
+            });
+            for m in 0..m_tiles {
+                // This lane's two features (g and g + 8 of the fragment), per half.
+                let f = [warp_feature + 16 * m + g, warp_feature + 16 * m + g + 8];
+                let w_s: [[f32; 2]; 2] = core::array::from_fn(|i| core::array::from_fn(|h| *w_scale.add((2 * c + h) * w_stride + f[i])));
+                let w_o: [[f32; 2]; 2] = core::array::from_fn(|i| core::array::from_fn(|h| if B::HAS_OFFSET { *w_offset.add((2 * c + h) * w_stride + f[i]) } else { 0.0 }));
+                for nt in 0..n_tiles {
+                    // Fragments of rows that do not exist are skipped (a condition uniform
+                    // over the block, so every lane still takes every mma together).
+                    if nt >= live_n_tiles {
+                        continue;
+                    }
+                    // This lane's two rows (2t and 2t + 1 of the fragment).
+                    let r = [8 * nt + 2 * t, 8 * nt + 2 * t + 1];
+                    let d: [f32; 2] = core::array::from_fn(|j| *x_d.add(c * x_stride + r[j]));
+                    let sums: [[f32; 2]; 2] = core::array::from_fn(|j| core::array::from_fn(|h| if B::HAS_OFFSET { *x_sum.add((2 * c + h) * x_stride + r[j]) } else { 0.0 }));
+                    let out = &mut acc[m][nt];
+                    if B::HALF_SCALES {
+                        let low = mma_k16::<M8N8K16>([a[m][0], a[m][1]], b[nt][0], [0; 4]);
+                        let high = mma_k16::<M8N8K16>([a[m][2], a[m][3]], b[nt][1], [0; 4]);
+                        for e in 0..4 {
+                            let (i, j) = (e / 2, e % 2);
+                            out[e] += d[j] * (w_s[i][0] * small_int_to_f32(low[e]) + w_s[i][1] * small_int_to_f32(high[e]));
+                            if B::HAS_OFFSET {
+                                out[e] += w_o[i][0] * sums[j][0] + w_o[i][1] * sums[j][1];
+                            }
+                        }
+                    } else {
+                        let dot = mma_k32::<M8N8K16>(a[m], b[nt]);
+                        for e in 0..4 {
+                            let (i, j) = (e / 2, e % 2);
+                            out[e] += w_s[i][0] * d[j] * small_int_to_f32(dot[e]);
+                            if B::HAS_OFFSET {
+                                out[e] += w_o[i][0] * (sums[j][0] + sums[j][1]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        sync_threads();
+        chunk0 += STEP;
+    }
+
+    for m in 0..m_tiles {
+        for nt in 0..n_tiles {
+            for e in 0..4 {
+                let r = 8 * nt + 2 * t + e % 2;
+                let j = feature_base + warp_feature + 16 * m + g + 8 * (e / 2);
+                if r < rows && j < n {
+                    *p.y.ptr_mut().add(*smem_slot.add(r) as usize * n + j) = acc[m][nt][e];
+                }
+            }
+        }
+    }
+}
+
 macro_rules! define_moe_entries {
     (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], quantize: $quantize:ident, route: $route:ident) => {
         $(
@@ -393,7 +698,14 @@ macro_rules! define_moe_entries {
                 $tiled,
                 |params| {
                     const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tiled;
-                    mul_mat_id::<$block, { T.rows as usize }, { T.warps as usize }, { T.features_per_warp as usize }>(&params)
+                    const ROWS: usize = T.rows as usize;
+                    const WARPS: usize = T.warps as usize;
+                    const FEATURES: usize = T.features_per_warp as usize;
+                    match T.engine {
+                        MoeEngine::Dp4a => mul_mat_id::<$block, ROWS, WARPS, FEATURES>(&params),
+                        MoeEngine::MmaM8n8k16 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, true>(&params),
+                        MoeEngine::MmaM16n8k32 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, false>(&params),
+                    }
                 }
             );
         )*
