@@ -3,8 +3,12 @@
 # (every architecture's config; SUITES picks which), compute-sanitizer memcheck and racecheck (quick suites),
 # the load-time benchmark (fresh processes, JIT cache off), the SGEMM benchmark against
 # cuBLAS, the attention benchmark against PyTorch (flash and cuDNN backends) and the MoE benchmark
-# against cuBLAS f16. Everything is logged under $OUT.
-# Usage: bash scripts/device-run.sh [tests|sanitize|load|bench|attention|moe|all]...
+# against cuBLAS f16, and llama.cpp's own MUL_MAT_ID beside it ("anchors": ggml's CUDA backend is
+# built on the device from .carry/ggml, in the background while the tests run, and its
+# `test-backend-ops perf` cases are merged into the MoE results by benches/moe_llamacpp.py).
+# Everything is logged under $OUT.
+# Usage: bash scripts/device-run.sh [tests|sanitize|load|bench|attention|moe|anchors|all]...
+# ("anchors" needs ggml's source in .carry/ggml: README "Running on a GPU"; "all" leaves it out.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=device-stage
@@ -18,6 +22,12 @@ echo "commit $(cat $stage/COMMIT)" | tee "$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee -a "$OUT/summary.txt"
 
 suites=(${SUITES:-gpu_sgemm gpu_attention gpu_moe})
+anchors() { for w in "${what[@]}"; do [ "$w" = anchors ] && return 0; done; return 1; }
+if anchors; then
+  # The build takes ~250 s on 16 cores; it overlaps the tests (which do not time anything).
+  (bash scripts/ggml-anchor.sh build > "$OUT/anchor-build.txt" 2>&1) &
+  anchor_build=$!
+fi
 if has tests; then
   for suite in "${suites[@]}"; do
     start=$(date +%s)
@@ -38,11 +48,17 @@ if has sanitize; then
     for t in $($stage/$suite --ignored --list 2>/dev/null | sed -n 's/: test$//p'); do
       start=$(date +%s)
       CUKERNELS_TEST_QUICK=1 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 99 \
-        $stage/$suite --ignored --test-threads=1 --exact "$t" > "$OUT/racecheck-$t.log" 2>&1; rc=$?
-      echo "compute-sanitizer racecheck (quick) $t: exit $rc in $(( $(date +%s) - start )) s: $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck-$t.log" | tail -1)" | tee -a "$OUT/summary.txt"
+        $stage/$suite --ignored --test-threads=1 --exact "$t" > "$OUT/racecheck-one.log" 2>&1; rc=$?
+      echo "compute-sanitizer racecheck (quick) $t: exit $rc in $(( $(date +%s) - start )) s: $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck-one.log" | tail -1)" | tee -a "$OUT/summary.txt"
+      # One log for all of them: the device tool brings back only so many files.
+      { echo "== $t"; cat "$OUT/racecheck-one.log"; } >> "$OUT/racecheck-$suite.log"; rm -f "$OUT/racecheck-one.log"
       [ $rc -eq 0 ] || status=1
     done
   done
+fi
+if anchors; then
+  # Nothing is timed while ggml compiles.
+  wait $anchor_build; cat "$OUT/anchor-build.txt"
 fi
 if has load; then
   $stage/cukernels-bench load --reps 5 --out "$OUT/load.jsonl" 2>&1 | tee "$OUT/load.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1
@@ -54,6 +70,13 @@ if has attention; then
 fi
 if has moe; then
   $stage/cukernels-bench moe --reps "${MOE_SAMPLES:-15}" --out "$OUT/moe.jsonl" 2>&1 | tee "$OUT/moe.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1
+fi
+if anchors; then
+  # The issue's formats and batch sizes on llama.cpp's two MoE perf shapes.
+  HEAD=100 bash scripts/ggml-anchor.sh perf 'MUL_MAT_ID:type_a=(q4_0|q8_0|q4_K|q6_K),type_b=f32,n_mats=(128|32),n_used=(8|4),b=0,m=(768|1792),n=(1|8|32|128|512),k=2048' || status=1
+  if [ -f "$OUT/moe.jsonl" ]; then
+    python3 benches/moe_llamacpp.py "$OUT/moe.jsonl" "$OUT/perf-MUL_MAT_ID.log" "$OUT/moe-with-llamacpp.jsonl" 2>&1 | tee "$OUT/moe-llamacpp.log" || status=1
+  fi
 fi
 if has bench; then
   $stage/cukernels-bench sgemm --reps "${BENCH_REPS:-100}" --out "$OUT/sgemm.jsonl" 2>&1 | tee "$OUT/bench.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1

@@ -2,16 +2,18 @@
 //!
 //! Ours: the whole call (quantize, route, matmul: three launches), timed as the median of
 //! samples of back-to-back calls between CUDA events ([`per_launch_ms`]). The baseline,
-//! `cublas-f16`: one cuBLAS f16 GEMM (`cublasGemmEx` through cudarc, f32 accumulation) of all
-//! routed rows against **one** dense f16 matrix of the expert's shape: the same FLOPs, fewer
-//! weight bytes, no routing, so a lower bound on what a cuBLAS-based MoE takes. For T ≤ 8,
-//! `ours_tbps` is the bytes of the distinct experts' weights read per second (the decode path
-//! should approach the memory bandwidth). llama.cpp's MMQ is the other baseline of the issue,
-//! to be timed with `../shared/anchors` (not in this binary).
+//! `cublas-f16`: the weights dequantized to f16 once (the multiply alone is timed), one cuBLAS
+//! f16 strided-batched GEMM (f32 accumulation) over the experts the call routes rows to, each
+//! expert's own matrix times an equal share of the routed rows (`⌈slots / experts hit⌉`): the
+//! same weight bytes as a grouped f16 MoE and at least the same FLOPs, no routing, so a lower
+//! bound on what a cuBLAS-based MoE takes. For T ≤ 8, `ours_tbps` is the bytes of the distinct
+//! experts' weights read per second (the decode path should approach the memory bandwidth).
+//! llama.cpp's MMQ is the other baseline of the issue: `benches/moe_llamacpp.py` sets the
+//! figures of ggml's own benchmark from the same device run beside these rows.
 
 use crate::attention_bench::per_launch_ms;
 use crate::sgemm_bench::DeviceInfo;
-use cukernels::cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
+use cukernels::cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cukernels::cudarc::driver::{CudaSlice, CudaStream};
 use cukernels::{Cukernels, GgufFormat, MulMatId};
 use half::f16;
@@ -51,25 +53,40 @@ impl MoeShape {
     }
 }
 
-/// The issue's shapes: Qwen3-30B-A3B-like gate/up (E 128, 8 used, N 768, K 2048) and down
-/// (N 2048, K 768, one row per slot), over batch sizes from decode to prefill; then q4_0's gate
-/// with each path forced at batch sizes around the switch (where it belongs is measured so).
+/// The issue's shapes: Qwen3-30B-A3B-like (E 128, 8 used, N 768, K 2048) and llama.cpp's second
+/// perf shape (E 32, 4 used, N 1792, K 2048), both with one activation row per slot as ggml's
+/// `test-backend-ops perf` times them (so that `benches/moe_llamacpp.py` can set llama.cpp's
+/// figures beside ours); a 512-expert, 10-used model (N 512, K 2048, one row per token); and a
+/// dense N = K = 4096 matmul (one expert, one used); over the issue's batch sizes and formats.
+/// Then q4_0 on the first shape and the dense one with each path forced around the switch
+/// (where it belongs is measured so).
 pub fn shapes(quick: bool) -> Vec<MoeShape> {
-    let tokens: &[usize] = if quick { &[1, 8, 512] } else { &[1, 2, 4, 8, 16, 64, 512, 4096] };
-    let formats: &[GgufFormat] = if quick { &[GgufFormat::Q4_0] } else { &[GgufFormat::Q4_0, GgufFormat::Q4K, GgufFormat::Q6K, GgufFormat::Q8_0, GgufFormat::Mxfp4] };
+    let tokens: &[usize] = if quick { &[1, 8, 512] } else { &[1, 8, 32, 128, 512, 2048] };
+    let formats: &[GgufFormat] = if quick { &[GgufFormat::Q4_0] } else { &[GgufFormat::Q4_0, GgufFormat::Q8_0, GgufFormat::Q4K, GgufFormat::Q6K] };
+    // (model, experts, n_used, n, k, one row per slot)
+    let models: [(&'static str, usize, usize, usize, usize, bool); 4] = [
+        ("qwen3-30b-a3b", 128, 8, 768, 2048, true),
+        ("llama.cpp perf 2", 32, 4, 1792, 2048, true),
+        ("512 experts", 512, 10, 512, 2048, false),
+        ("dense", 1, 1, 4096, 4096, false),
+    ];
     let mut v = Vec::new();
-    for &format in formats {
-        for &t in tokens {
-            v.push(MoeShape { model: "qwen3-30b-a3b gate", format, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: false, path: None });
+    for (model, experts, n_used, n, k, per_slot) in models {
+        for &format in formats {
+            for &tokens in tokens {
+                v.push(MoeShape { model, format, experts, n_used, n, k, tokens, per_slot, path: None });
+            }
         }
     }
-    for &t in tokens {
-        v.push(MoeShape { model: "qwen3-30b-a3b down", format: GgufFormat::Q4K, experts: 128, n_used: 8, n: 2048, k: 768, tokens: t, per_slot: true, path: None });
-    }
     if !quick {
-        for t in [4, 8, 16, 32, 64, 128, 256] {
+        for t in [8, 32, 128, 512] {
             for path in [cukernels::MoePath::Decode, cukernels::MoePath::Tiled] {
-                v.push(MoeShape { model: "qwen3-30b-a3b gate", format: GgufFormat::Q4_0, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: false, path: Some(path) });
+                v.push(MoeShape { model: "dense", format: GgufFormat::Q4_0, experts: 1, n_used: 1, n: 4096, k: 4096, tokens: t, per_slot: false, path: Some(path) });
+            }
+        }
+        for t in [8, 16, 32, 64, 128, 256] {
+            for path in [cukernels::MoePath::Decode, cukernels::MoePath::Tiled] {
+                v.push(MoeShape { model: "qwen3-30b-a3b", format: GgufFormat::Q4_0, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: true, path: Some(path) });
             }
         }
     }
@@ -162,26 +179,40 @@ pub fn bench_moe(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream>,
     kernels.mul_mat_id_checked(stream, &d, &w, &x, &ids, &mut y, &mut ws).unwrap();
     let ms = per_launch_ms(stream, samples, || kernels.mul_mat_id(stream, &d, &w, &x, &ids, &mut y, &mut ws).unwrap());
 
-    // cuBLAS: C[slots, n] = A[slots, k] · B[n, k]ᵀ in f16 (column-major: Cᵀ = B · Aᵀ).
+    // cuBLAS: for each routed expert e, C_e[rows, n] = A_e[rows, k] · B_e[n, k]ᵀ in f16
+    // (column-major: C_eᵀ = B_e · A_eᵀ), one strided-batched call.
     let slots = s.tokens * s.n_used;
-    let a: CudaSlice<f16> = stream.clone_htod(&(0..slots * s.k).map(|i| f16::from_f32(x_host[i % x_host.len()])).collect::<Vec<_>>()).unwrap();
-    let b: CudaSlice<f16> = stream.clone_htod(&(0..s.n * s.k).map(|i| f16::from_f32((hash(i as u64, 4) >> 40) as f32 / (1u64 << 24) as f32 - 0.5)).collect::<Vec<_>>()).unwrap();
-    let mut c: CudaSlice<f16> = stream.alloc_zeros(slots * s.n).unwrap();
-    let cfg = GemmConfig {
-        transa: cublasOperation_t::CUBLAS_OP_T,
-        transb: cublasOperation_t::CUBLAS_OP_N,
-        m: s.n as i32,
-        n: slots as i32,
-        k: s.k as i32,
-        alpha: f16::ONE,
-        lda: s.k as i32,
-        ldb: s.k as i32,
-        beta: f16::ZERO,
-        ldc: s.n as i32,
+    let batch = distinct.len();
+    let rows = slots.div_ceil(batch);
+    let a: CudaSlice<f16> = stream.clone_htod(&(0..batch * rows * s.k).map(|i| f16::from_f32(x_host[i % x_host.len()])).collect::<Vec<_>>()).unwrap();
+    // One expert's random matrix, copied on the device into every expert's place.
+    let one: CudaSlice<f16> = stream.clone_htod(&(0..s.n * s.k).map(|i| f16::from_f32((hash(i as u64, 4) >> 40) as f32 / (1u64 << 24) as f32 - 0.5)).collect::<Vec<_>>()).unwrap();
+    let mut b: CudaSlice<f16> = stream.alloc_zeros(batch * s.n * s.k).unwrap();
+    for e in 0..batch {
+        stream.memcpy_dtod(&one, &mut b.slice_mut(e * s.n * s.k..(e + 1) * s.n * s.k)).unwrap();
+    }
+    let mut c: CudaSlice<f16> = stream.alloc_zeros(batch * rows * s.n).unwrap();
+    let cfg = StridedBatchedConfig {
+        gemm: GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_T,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: s.n as i32,
+            n: rows as i32,
+            k: s.k as i32,
+            alpha: f16::ONE,
+            lda: s.k as i32,
+            ldb: s.k as i32,
+            beta: f16::ZERO,
+            ldc: s.n as i32,
+        },
+        batch_size: batch as i32,
+        stride_a: (s.n * s.k) as i64,
+        stride_b: (rows * s.k) as i64,
+        stride_c: (rows * s.n) as i64,
     };
-    // SAFETY: the buffers hold exactly the elements the config addresses (a: slots × k,
-    // b: n × k, c: slots × n).
-    let cublas_ms = per_launch_ms(stream, samples, || unsafe { blas.gemm(cfg, &b, &a, &mut c).unwrap() });
+    // SAFETY: the buffers hold exactly the elements the config addresses (b: batch × n × k,
+    // a: batch × rows × k, c: batch × rows × n).
+    let cublas_ms = per_launch_ms(stream, samples, || unsafe { blas.gemm_strided_batched(cfg, &b, &a, &mut c).unwrap() });
     let expert_bytes = (lens.weight_bytes / s.experts) as f64;
     MoeRow {
         shape: s.clone(),

@@ -3,7 +3,7 @@
 //! README.md ("Reading the report").
 
 use crate::resources::{find_ptxas, ptxas_resources, KernelResources};
-use cukernels::{artifacts, sgemm_config, Arch, ArtifactKind, SgemmVariant};
+use cukernels::{artifacts, moe_config, sgemm_config, Arch, ArtifactKind, MoePath, SgemmVariant};
 use std::fmt::Write;
 
 /// The config table: one line per (architecture, variant).
@@ -56,6 +56,27 @@ pub fn config_table() -> String {
             "-"
         )
         .unwrap();
+    }
+    writeln!(s, "\nMoE mul_mat_id configs (tile rows x features, warps x features per warp, engine, smem, designed blocks/SM; decode path up to the average rows per expert)").unwrap();
+    writeln!(s, "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}", "arch", "path", "tile", "warps", "engine", "smem B", "blk/SM", "decode <=").unwrap();
+    for arch in Arch::ALL {
+        let row = moe_config(arch);
+        for path in [MoePath::Decode, MoePath::Tiled] {
+            let t = row.tile(path);
+            writeln!(
+                s,
+                "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}",
+                arch.name(),
+                format!("{path:?}").to_lowercase(),
+                format!("{}x{}", t.rows, t.features()),
+                format!("{}x{}", t.warps, t.features_per_warp),
+                t.engine.name(),
+                t.smem_bytes(),
+                t.blocks_per_sm,
+                row.decode_max_rows
+            )
+            .unwrap();
+        }
     }
     s
 }
