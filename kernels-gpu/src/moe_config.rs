@@ -201,8 +201,8 @@ const fn mma_tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: 
 /// one), 4 warps of one feature each: small blocks, many of them, so that enough weight loads
 /// are in flight to approach memory bandwidth.
 const DECODE: MoeTile = tile(8, 4, 1, 6);
-/// sm_70 and sm_120: four blocks (128 registers), as some K-quants' decode spilled under six
-/// blocks' 80 there (ptxas 12.9: q3_K, 4-20 bytes).
+/// sm_70, sm_75, sm_80 and sm_120: four blocks (128 registers), as q3_K's decode spilled under
+/// six blocks' 80 there (ptxas 12.9: 4-20 bytes).
 const DECODE_FOUR_BLOCKS: MoeTile = tile(8, 4, 1, 4);
 /// Tiled with `dp4a` (sm_70, which has no int8 tensor cores): 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
 /// two blocks per SM (128 registers per thread: with 2 features per warp the K-quants' decode
@@ -231,7 +231,7 @@ const DECODE_MAX_ROWS: u32 = 4;
 const TILED_MIN_BLOCKS: u32 = 128;
 
 const fn row(arch: Arch) -> MoeArchConfig {
-    let decode = if matches!(arch, Arch::Sm70 | Arch::Sm120) { DECODE_FOUR_BLOCKS } else { DECODE };
+    let decode = if matches!(arch, Arch::Sm70 | Arch::Sm75 | Arch::Sm80 | Arch::Sm120) { DECODE_FOUR_BLOCKS } else { DECODE };
     let tiled = match arch {
         Arch::Sm70 => TILED,
         Arch::Sm75 => TILED_MMA_SM75,
