@@ -187,7 +187,8 @@ fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
             assert!(plan.matmul_grid.0 >= slots.div_ceil(tile.rows));
             assert!(plan.matmul_grid.0 >= slots.min(128));
             assert_eq!(plan.matmul_grid.1, 768u32.div_ceil(tile.features()));
-            assert_eq!(plan.quantize_grid as usize * 32 * 32, (tokens * 2048).div_ceil(32 * 32) * 32 * 32);
+            // The router's block, then one block per 128 q8_1 blocks of activations.
+            assert_eq!(plan.prepare_grid as usize, 1 + (tokens * 2048 / 32).div_ceil(128));
         }
     }
 }

@@ -1,6 +1,6 @@
 //! MoE quantized matmul (`mul_mat_id`) against cuBLAS on the same GPU, in the same run.
 //!
-//! Ours: the whole call (quantize, route, matmul: three launches), timed as the median of
+//! Ours: the whole call (routing and quantization in one launch, then the matmul), timed as the median of
 //! samples of back-to-back calls between CUDA events ([`per_launch_ms`]). The baseline,
 //! `cublas-f16`: the weights dequantized to f16 once (the multiply alone is timed), one cuBLAS
 //! f16 strided-batched GEMM (f32 accumulation) over the experts the call routes rows to, each

@@ -42,7 +42,7 @@ use crate::runtime::Cukernels;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use cukernels_gpu::moe_flags::{X_BF16, X_F16};
 use cukernels_gpu::quant::GgufFormat;
-use cukernels_gpu::{moe_config, GlobalPtr, MoeArchConfig, MoeKernelKind, MoeParams, MoePath, MOE_QUANTIZE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD, MOE_ROUTE_THREADS};
+use cukernels_gpu::{moe_config, GlobalPtr, MoeArchConfig, MoeKernelKind, MoeParams, MoePath, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD};
 use std::sync::Arc;
 
 /// Which activation row a slot reads.
@@ -355,8 +355,9 @@ impl MulMatId {
             return Err(too_big("tokens", self.tokens, "more row tiles than gridDim.x allows"));
         }
         let x_blocks = (lens.x / 32) as u64;
-        let quantize_blocks = x_blocks.div_ceil((MOE_QUANTIZE_THREADS / (32 / MOE_QUANTIZE_VALUES_PER_THREAD)) as u64);
-        if quantize_blocks > MAX_GRID_X {
+        // Block 0 routes, the others quantize.
+        let prepare_blocks = 1 + x_blocks.div_ceil((MOE_PREPARE_THREADS / (32 / MOE_QUANTIZE_VALUES_PER_THREAD)) as u64);
+        if prepare_blocks > MAX_GRID_X {
             return Err(too_big("tokens", self.tokens, "more activation blocks than gridDim.x allows"));
         }
 
@@ -403,7 +404,7 @@ impl MulMatId {
         Ok(MoePlan {
             params,
             path,
-            quantize_grid: quantize_blocks as u32,
+            prepare_grid: prepare_blocks as u32,
             matmul_grid: (tile_bound as u32, feature_blocks as u32),
             matmul_threads: tile.threads(),
             matmul_smem: tile.smem_bytes(),
@@ -432,8 +433,8 @@ pub struct MoeBuffers {
 pub struct MoePlan {
     pub params: MoeParams,
     pub path: MoePath,
-    /// Blocks of the quantizer.
-    pub quantize_grid: u32,
+    /// Blocks of the prepare launch: the router, then the quantizers.
+    pub prepare_grid: u32,
     /// (tiles bound, feature blocks) of the matmul.
     pub matmul_grid: (u32, u32),
     pub matmul_threads: u32,
@@ -546,8 +547,7 @@ impl Cukernels {
         if plan.empty {
             return Ok(());
         }
-        let quantize = self.moe_function(MoeKernelKind::Quantize)?;
-        let route = self.moe_function(MoeKernelKind::Route)?;
+        let prepare = self.moe_function(MoeKernelKind::Prepare)?;
         let matmul = self.moe_function(MoeKernelKind::MatMul(format, plan.path))?;
         self.context().bind_to_thread()?;
         let mut params = plan.params;
@@ -555,15 +555,14 @@ impl Cukernels {
         let s = stream.cu_stream();
         // SAFETY: `plan` proved that every byte the parameters address lies inside the caller's
         // buffers and workspace (held by their SyncOnDrop guards in the caller for the duration
-        // of the launches), and that y overlaps nothing the kernels read. The quantizer writes
-        // only the workspace's q8_1 parts; the router writes only its routing parts and reads
-        // ids; the matmul reads those, the weights, and writes y rows of routed slots. `args`
+        // of the launches), and that y overlaps nothing the kernels read. The prepare kernel's
+        // quantizing blocks write only the workspace's q8_1 parts, its routing block only the
+        // routing parts (reading ids); the matmul reads those, the weights, and writes y rows of routed slots. `args`
         // points at the fields of `params`, alive until the last launch returns, and matches
         // the entry points' parameters by construction (one definition of `MoeParams`).
         unsafe {
-            cudarc::driver::result::launch_kernel(quantize.cu_function(), (plan.quantize_grid, 1, 1), (MOE_QUANTIZE_THREADS, 1, 1), 0, s, &mut args)?;
             let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
-            cudarc::driver::result::launch_kernel(route.cu_function(), (1, 1, 1), (MOE_ROUTE_THREADS, 1, 1), route_smem, s, &mut args)?;
+            cudarc::driver::result::launch_kernel(prepare.cu_function(), (plan.prepare_grid, 1, 1), (MOE_PREPARE_THREADS, 1, 1), route_smem, s, &mut args)?;
             cudarc::driver::result::launch_kernel(
                 matmul.cu_function(),
                 (plan.matmul_grid.0, plan.matmul_grid.1, 1),

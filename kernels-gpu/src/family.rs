@@ -4,7 +4,7 @@
 
 use crate::arch::Arch;
 use crate::attention_config::{attention_config, ATTENTION_KERNELS, MERGE_THREADS};
-use crate::moe_config::{moe_config, MoeKernelKind, MOE_KERNELS, MOE_QUANTIZE_BLOCKS_PER_SM, MOE_QUANTIZE_THREADS, MOE_ROUTE_SMEM_BYTES, MOE_ROUTE_THREADS};
+use crate::moe_config::{moe_config, MoeKernelKind, MOE_KERNELS, MOE_PREPARE_BLOCKS_PER_SM, MOE_PREPARE_THREADS, MOE_ROUTE_SMEM_BYTES};
 use crate::sgemm_config::{sgemm_config, SGEMM_KERNELS};
 
 /// Designed occupancy of the attention merge kernel (no shared memory, few registers).
@@ -19,7 +19,7 @@ pub enum KernelFamily {
     /// split launches.
     Attention,
     /// Quantized matmul on GGUF weights with MoE routing (`mul_mat_id`): the activation
-    /// quantizer, the router and the matmuls of every block format.
+    /// quantizer and router (one prepare kernel) and the matmuls of every block format.
     Moe,
 }
 
@@ -133,8 +133,7 @@ impl KernelFamily {
                         let tile = moe_config(config).tile(path);
                         (tile.threads(), tile.blocks_per_sm, tile.smem_bytes())
                     }
-                    MoeKernelKind::Quantize => (MOE_QUANTIZE_THREADS, MOE_QUANTIZE_BLOCKS_PER_SM, 0),
-                    MoeKernelKind::Route => (MOE_ROUTE_THREADS, 1, MOE_ROUTE_SMEM_BYTES),
+                    MoeKernelKind::Prepare => (MOE_PREPARE_THREADS, MOE_PREPARE_BLOCKS_PER_SM, MOE_ROUTE_SMEM_BYTES),
                 };
                 KernelSpec { entry_point: k.entry_point, threads, blocks_per_sm, smem_bytes: smem, max_smem_bytes: smem }
             }

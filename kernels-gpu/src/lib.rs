@@ -40,8 +40,8 @@ pub use attention_config::{
 };
 pub use family::{ArtifactKind, KernelFamily, KernelSpec};
 pub use moe_config::{
-    moe_config, moe_kernel_index, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoePath, MoeTile, MOE_CHUNKS_PER_STEP, MOE_CONFIGS, MOE_KERNELS, MOE_QUANTIZE_THREADS,
-    MOE_QUANTIZE_VALUES_PER_THREAD, MOE_ROUTE_THREADS,
+    moe_config, moe_kernel_index, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoePath, MoeTile, MOE_CHUNKS_PER_STEP, MOE_CONFIGS, MOE_KERNELS, MOE_PREPARE_THREADS,
+    MOE_QUANTIZE_VALUES_PER_THREAD,
 };
 pub use sgemm_config::{
     sgemm_config, sgemm_kernel, sgemm_kernel_index, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,

@@ -17,15 +17,14 @@ pub const MOE_CHUNKS_PER_STEP: u32 = 32;
 /// Bytes of shared memory per staged activation row and step: the q8_1 values (32 bytes per
 /// chunk) and the chunk's scale (an f32), plus the row's slot index.
 pub const MOE_SMEM_BYTES_PER_ROW: u32 = MOE_CHUNKS_PER_STEP * (32 + 4) + 4;
-/// Threads of the routing kernel: one block does the whole routing (counts, prefix sums,
-/// scatter), so its size is the block limit; it loops over slots and experts.
-pub const MOE_ROUTE_THREADS: u32 = 1024;
-/// Shared memory of the routing kernel: the 32 warps' row and tile totals, and the two running
-/// totals.
+/// Threads per block of the prepare kernel (routing in block 0, quantization in the others: one
+/// launch). One block does the whole routing (counts, prefix sums, scatter), so its size is the
+/// block limit; it loops over slots and experts. A quantizing block takes 128 q8_1 blocks
+/// (8 threads each).
+pub const MOE_PREPARE_THREADS: u32 = 1024;
+/// Shared memory of the prepare kernel (used by the routing block): the 32 warps' row and tile
+/// totals, and the two running totals.
 pub const MOE_ROUTE_SMEM_BYTES: u32 = (2 * 32 + 2) * 4;
-/// Threads of the activation quantizer: 8 threads quantize one 32-value q8_1 block (4 values
-/// each), so a block quantizes 32 blocks.
-pub const MOE_QUANTIZE_THREADS: u32 = 256;
 /// Activation values per quantizer thread.
 pub const MOE_QUANTIZE_VALUES_PER_THREAD: u32 = 4;
 
@@ -255,10 +254,9 @@ pub const fn moe_config(arch: Arch) -> &'static MoeArchConfig {
 /// What one entry point of the `moe` family does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoeKernelKind {
-    /// Activations (f32, f16 or bf16) to q8_1 values and scales.
-    Quantize,
-    /// Counts, prefix sums and the gathered slot list per expert; flags bad ids.
-    Route,
+    /// Block 0: counts, prefix sums and the gathered slot list per expert, flagging bad ids;
+    /// the other blocks: activations (f32, f16 or bf16) to q8_1 values and scales.
+    Prepare,
     /// The matmul of one weight format on one path.
     MatMul(GgufFormat, MoePath),
 }
@@ -271,7 +269,7 @@ pub struct MoeKernel {
 }
 
 /// Lists the family's entry points for `$callback`: the matmuls as (decode name, tiled name,
-/// format), then the quantizer and the router.
+/// format), then the prepare kernel (router and quantizer).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! with_moe_kernels {
@@ -292,23 +290,21 @@ macro_rules! with_moe_kernels {
                 (cukernels_moe_decode_iq4_xs, cukernels_moe_tiled_iq4_xs, Iq4Xs, BlockIq4Xs),
                 (cukernels_moe_decode_mxfp4, cukernels_moe_tiled_mxfp4, Mxfp4, BlockMxfp4)
             ],
-            quantize: cukernels_moe_quantize_q8_1,
-            route: cukernels_moe_route
+            prepare: cukernels_moe_prepare
         }
     };
 }
 
 macro_rules! moe_kernel_table {
-    (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], quantize: $quantize:ident, route: $route:ident) => {
+    (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
         /// Every entry point of the `moe` family: the matmuls (decode, tiled) per format in
-        /// [`GgufFormat::ALL`] order, then the quantizer and the router.
+        /// [`GgufFormat::ALL`] order, then the prepare kernel.
         pub const MOE_KERNELS: &[MoeKernel] = &[
             $(
                 MoeKernel { entry_point: stringify!($decode), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Decode) },
                 MoeKernel { entry_point: stringify!($tiled), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Tiled) },
             )*
-            MoeKernel { entry_point: stringify!($quantize), kind: MoeKernelKind::Quantize },
-            MoeKernel { entry_point: stringify!($route), kind: MoeKernelKind::Route },
+            MoeKernel { entry_point: stringify!($prepare), kind: MoeKernelKind::Prepare },
         ];
     };
 }
@@ -319,8 +315,9 @@ pub fn moe_kernel_index(kind: MoeKernelKind) -> usize {
     MOE_KERNELS.iter().position(|k| k.kind == kind).expect("every moe kernel kind has an entry point")
 }
 
-/// Designed occupancy of the quantizer (no shared memory, few registers).
-pub const MOE_QUANTIZE_BLOCKS_PER_SM: u32 = 4;
+/// Designed occupancy of the prepare kernel: one block of 1024 threads (the limit of sm_75's
+/// SMs; few registers, no shared memory besides the router's 264 bytes).
+pub const MOE_PREPARE_BLOCKS_PER_SM: u32 = 1;
 
 // Compile-time proof that every tile fits its architecture and every row sits at its
 // Arch::ALL index.

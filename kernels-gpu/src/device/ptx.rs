@@ -354,6 +354,20 @@ pub fn shfl_idx(x: u32, src: u32) -> u32 {
     out
 }
 
+/// `vote.sync.ballot.b32` over the whole warp: bit `l` set where lane `l`'s `predicate` holds.
+#[inline(always)]
+pub fn ballot(predicate: bool) -> u32 {
+    let out: u32;
+    // SAFETY: register-only vote within the warp; every lane executes it together.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {x}, 0; vote.sync.ballot.b32 {o}, p, 0xffffffff; }}",
+            o = out(reg32) out, x = in(reg32) predicate as u32, options(nomem, nostack)
+        )
+    };
+    out
+}
+
 /// `shfl.sync.bfly.b32` over the whole warp: the value of `x` in lane `lane ^ mask`.
 #[inline(always)]
 pub fn shfl_xor_f32(x: f32, mask: u32) -> f32 {

@@ -1,15 +1,17 @@
 //! # MoE quantized matmul (ggml's `mul_mat_id`): quantize, route, multiply
 //!
 //! `y[t][s] = W[ids[t][s]] · x[t][s or 0]` with the weights `W[experts, n, k]` in a GGUF block
-//! format, in three launches on one stream, none of which waits for the host (the whole op can
-//! be captured in a CUDA graph):
+//! format, in two launches on one stream, none of which waits for the host (the whole op can
+//! be captured in a CUDA graph). The first, `prepare`, does steps 1 and 2 side by side (they
+//! are independent): block 0 routes, the other blocks quantize; at decode batches a launch is
+//! a fair part of the call, so the two share one.
 //!
-//! 1. **Quantize** (`quantize`): every 32 activations become a q8_1 block, int8 values
-//!    `q = round(x / d)` with `d = max|x| / 127`, exactly as the host's `quantize_q8_1` rounds
-//!    them; the values go to `x_q` (4 to a word, a row's words contiguous so that a K step of a
-//!    row is 1 KB of 16-byte loads) and the scale, kept in f32, to `x_d`. Eight threads share a
-//!    block (4 values each, the maximum by 3 shuffles).
-//! 2. **Route** (`route`, one block of 1024 threads): counts the slots routed to each expert
+//! 1. **Quantize** (`quantize`, blocks 1 ..): every 32 activations become a q8_1 block, int8
+//!    values `q = round(x / d)` with `d = max|x| / 127`, exactly as the host's `quantize_q8_1`
+//!    rounds them; the values go to `x_q` (4 to a word, a row's words contiguous so that a K
+//!    step of a row is 1 KB of 16-byte loads) and the scale, kept in f32, to `x_d`. Eight
+//!    threads share a block (4 values each, the maximum by 3 shuffles).
+//! 2. **Route** (`route`, block 0, 1024 threads): counts the slots routed to each expert
 //!    (atomics; an id outside `0..experts` lowers `error[0]` to its slot and is never used
 //!    again, so a bad id cannot become an out-of-bounds read), turns the counts into prefix sums
 //!    of rows (`row_start`) and of tiles (`tiles_before`, tiles of the matmul's `tile_rows`),
@@ -19,7 +21,7 @@
 //! 3. **Multiply** (`mul_mat_id`): block `(x, y)` takes gathered tile `x` and features
 //!    `y · F_block ..`. The host launches an upper bound of tiles (`⌈slots / rows⌉ + experts`,
 //!    known without reading the counts); a block past the routed total returns at once, and a
-//!    block finds its expert by binary search in `tiles_before`. An expert with no rows owns no
+//!    block finds its expert by a warp-wide search in `tiles_before` (`gathered_tile`). An expert with no rows owns no
 //!    tile and costs nothing; a duplicated id is two rows of its expert.
 //!
 //! ## The matmul tile
@@ -58,10 +60,10 @@
 
 use crate::abi::{moe_params_entry, MoeParams};
 use crate::device::ptx::{
-    block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads, thread_idx_x,
+    ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads, thread_idx_x,
 };
 use crate::device::BUILD_CONFIG;
-use crate::moe_config::{moe_config, MoeEngine, MOE_CHUNKS_PER_STEP, MOE_MMA_ROW_WORDS, MOE_MMA_STEP_CHUNKS, MOE_QUANTIZE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD, MOE_ROUTE_THREADS};
+use crate::moe_config::{moe_config, MoeEngine, MOE_CHUNKS_PER_STEP, MOE_MMA_ROW_WORDS, MOE_MMA_STEP_CHUNKS, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD};
 use crate::moe_flags::{X_BF16, X_F16};
 use crate::quant::{chunk_dot, BlockFormat, Chunk, GgufFormat, QK};
 #[allow(unused_imports)]
@@ -98,18 +100,18 @@ unsafe fn activation(p: &MoeParams, index: u64) -> f32 {
     }
 }
 
-/// Thread `8b + i` of the block quantizes values `4i .. 4i + 4` of q8_1 block
-/// `blockIdx.x · 32 + b` (a row's blocks are consecutive, and `k` is a multiple of 32, so the
+/// Thread `8b + i` of quantizing block `block` quantizes values `4i .. 4i + 4` of q8_1 block
+/// `block · 128 + b` (a row's blocks are consecutive, and `k` is a multiple of 32, so the
 /// flat array's 32-value blocks are exactly the rows' blocks).
 ///
 /// Safety: the host sized `x`, `x_q` and `x_d` for `tokens · x_rows · k` values.
 #[inline(always)]
-unsafe fn quantize(p: &MoeParams) {
+unsafe fn quantize(p: &MoeParams, block: u32) {
     const PER_THREAD: u32 = MOE_QUANTIZE_VALUES_PER_THREAD;
     const THREADS_PER_BLOCK_OF_32: u32 = QK as u32 / PER_THREAD;
     let tid = thread_idx_x();
     let total_blocks = p.tokens as u64 * p.x_rows as u64 * (p.k / QK as u32) as u64;
-    let q8_block = block_idx_x() as u64 * (MOE_QUANTIZE_THREADS / THREADS_PER_BLOCK_OF_32) as u64 + (tid / THREADS_PER_BLOCK_OF_32) as u64;
+    let q8_block = block as u64 * (MOE_PREPARE_THREADS / THREADS_PER_BLOCK_OF_32) as u64 + (tid / THREADS_PER_BLOCK_OF_32) as u64;
     let part = tid % THREADS_PER_BLOCK_OF_32;
     // Groups past the end still take part in the shuffles (on zeros) but store nothing.
     let active = q8_block < total_blocks;
@@ -173,12 +175,12 @@ fn warp_inclusive_scan(mut a: u32, mut b: u32, lane: u32) -> (u32, u32) {
 /// The whole routing in one block (see the module docs). Shared memory: the 32 warps' row and
 /// tile totals, then the running totals of earlier chunks of experts.
 ///
-/// Safety: one block of [`MOE_ROUTE_THREADS`] threads; the host sized `counts` (`experts`),
+/// Safety: one block of [`MOE_PREPARE_THREADS`] threads; the host sized `counts` (`experts`),
 /// `row_start` and `tiles_before` (`experts + 1`), `slot_list` (`tokens · n_used`), `error` (1).
 #[inline(always)]
 unsafe fn route(p: &MoeParams) {
-    const THREADS: u32 = MOE_ROUTE_THREADS;
-    const _: () = assert!(MOE_ROUTE_THREADS == 32 * LANES, "the scan gives each of 32 warps' totals to one lane of warp 0");
+    const THREADS: u32 = MOE_PREPARE_THREADS;
+    const _: () = assert!(MOE_PREPARE_THREADS == 32 * LANES, "the scan gives each of 32 warps' totals to one lane of warp 0");
     let tid = thread_idx_x();
     let (warp, lane) = (tid / LANES, tid % LANES);
     let smem = dynamic_smem() as *mut u32;
@@ -280,9 +282,15 @@ struct GatheredTile {
 
 /// Finds block `blockIdx.x`'s tile of `tile_rows` rows, or `None` past the routed total (the
 /// host launches an upper bound of tiles): the expert `e` with
-/// `tiles_before[e] ≤ tile < tiles_before[e + 1]`, by binary search.
+/// `tiles_before[e] ≤ tile < tiles_before[e + 1]`, i.e. the last `e` with
+/// `tiles_before[e] ≤ tile`. Each warp searches by itself, 32 candidates per round: lane `l`
+/// tests `lo + l · stride`, and since the prefix sums never decrease, the lanes that pass form
+/// a prefix whose last lane narrows the range to one stride. Two rounds of loads up to 1024
+/// experts, three up to 32768 (a binary search waits for log₂ E loads one after the other, and
+/// at decode batches that wait is a large part of a block's life).
 ///
-/// Safety: the router filled `tiles_before` and `row_start` with this `tile_rows`.
+/// Safety: the router filled `tiles_before` and `row_start` with this `tile_rows`; every lane
+/// of the warp calls it together.
 #[inline(always)]
 unsafe fn gathered_tile(p: &MoeParams, tile_rows: u32) -> Option<GatheredTile> {
     let tile = block_idx_x();
@@ -291,20 +299,52 @@ unsafe fn gathered_tile(p: &MoeParams, tile_rows: u32) -> Option<GatheredTile> {
     if tile >= *tiles_before.add(experts as usize) {
         return None;
     }
-    let (mut lo, mut hi) = (0u32, experts);
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        if *tiles_before.add(mid as usize) <= tile {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
+    let lane = thread_idx_x() % LANES;
+    // Invariant: tiles_before[lo] ≤ tile (true for lo = 0: the sums start at 0), and the
+    // answer lies in lo .. lo + span.
+    let (mut lo, mut span) = (0u32, experts);
+    while span > 1 {
+        let stride = span.div_ceil(LANES);
+        let candidate = lane * stride;
+        let passes = candidate < span && *tiles_before.add((lo + candidate) as usize) <= tile;
+        // Lane 0 tests lo itself, so at least one bit is set.
+        let last = LANES - 1 - ballot(passes).leading_zeros();
+        lo += last * stride;
+        span = stride.min(span - last * stride);
     }
     let expert = lo;
     let row_start = p.row_start.ptr();
     let first_row = *row_start.add(expert as usize) + (tile - *tiles_before.add(expert as usize)) * tile_rows;
     let rows = (*row_start.add(expert as usize + 1) - first_row).min(tile_rows) as usize;
     Some(GatheredTile { expert, first_row, rows })
+}
+
+/// Chunk `kc` (32 weights) of the weight row at `row`, decoded from global memory. A block of
+/// a 32-weight format is one chunk: it is first copied into registers two bytes at a time (its
+/// alignment: `ld.global.u16`), half the load instructions of the byte loads LLVM emits for the
+/// decoder's byte reads, each of which the L1 serves as a separate request for the warp's 32
+/// lanes (18 to 34 bytes apart). A K-quant chunk is one part of a super-block, which part
+/// depending on the lane, so it is decoded in place, reading only its own bytes.
+///
+/// Safety: `row` points at a weight row of blocks `B` in global memory, aligned for `B`, with
+/// chunk `kc` inside it.
+#[inline(always)]
+unsafe fn weight_chunk<B: BlockFormat>(row: *const u8, kc: usize) -> Chunk {
+    use core::mem::{align_of, size_of, MaybeUninit};
+    let chunks_per_block = B::FORMAT.block_elements() / QK;
+    let block = row.add(kc / chunks_per_block * size_of::<B>()) as *const B;
+    if chunks_per_block == 1 && align_of::<B>() == 2 && size_of::<B>() % 2 == 0 {
+        let mut copy = MaybeUninit::<B>::uninit();
+        let (src, dst) = (block as *const u16, copy.as_mut_ptr() as *mut u16);
+        for i in 0..size_of::<B>() / 2 {
+            *dst.add(i) = *src.add(i);
+        }
+        // Every byte of `copy` was written, and a block format is plain data (`Pod`): any
+        // bytes are a valid block.
+        copy.assume_init().chunk(0)
+    } else {
+        (*block).chunk(kc % chunks_per_block)
+    }
 }
 
 /// The activation row (of `x_q`) that slot `slot` reads.
@@ -339,7 +379,6 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
     sync_threads();
 
     let k_chunks = (p.k / QK as u32) as usize;
-    let chunks_per_block = B::FORMAT.block_elements() / QK;
     let words_per_row = p.k as usize / 4;
     let expert_weights = p.weights.ptr().add(expert as usize * p.expert_bytes as usize);
     let feature0 = block_idx_y() as usize * WARPS * FEATURES + warp * FEATURES;
@@ -372,8 +411,7 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
             let valid: [bool; FEATURES] = core::array::from_fn(|f| feature0 + f < p.n as usize);
             let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| {
                 let j = (feature0 + f).min(p.n as usize - 1);
-                let block = expert_weights.add(j * p.row_bytes as usize + kc / chunks_per_block * core::mem::size_of::<B>()) as *const B;
-                (*block).chunk(kc % chunks_per_block)
+                weight_chunk::<B>(expert_weights.add(j * p.row_bytes as usize), kc)
             });
             for r in 0..ROWS {
                 if r < rows {
@@ -521,7 +559,6 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
 
     let n = p.n as usize;
     let k_chunks = (p.k / QK as u32) as usize;
-    let chunks_per_block = B::FORMAT.block_elements() / QK;
     let words_per_row = p.k as usize / 4;
     let expert_weights = p.weights.ptr().add(expert as usize * p.expert_bytes as usize);
     let feature_base = block_idx_y() as usize * block_features;
@@ -553,8 +590,7 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                 let kc = chunk0 + c;
                 if b < chunks_in_flight && batch_start + b < per_thread && c < step_chunks {
                     let j = (feature_base + f).min(n - 1);
-                    let block = expert_weights.add(j * p.row_bytes as usize + kc / chunks_per_block * core::mem::size_of::<B>()) as *const B;
-                    chunks[b] = (*block).chunk(kc % chunks_per_block);
+                    chunks[b] = weight_chunk::<B>(expert_weights.add(j * p.row_bytes as usize), kc);
                 }
             }
             #[allow(clippy::needless_range_loop)]
@@ -677,7 +713,7 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
 }
 
 macro_rules! define_moe_entries {
-    (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], quantize: $quantize:ident, route: $route:ident) => {
+    (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
         $(
             moe_params_entry!(
                 /// MoE matmul, decode path (see the module docs).
@@ -710,20 +746,19 @@ macro_rules! define_moe_entries {
             );
         )*
         moe_params_entry!(
-            /// q8_1 quantization of the activations (see the module docs).
+            /// Routing (block 0) and q8_1 quantization (the other blocks; see the module docs).
             ///
             /// # Safety
-            /// Buffers sized by the host.
-            $quantize,
-            |params| { quantize(&params) }
-        );
-        moe_params_entry!(
-            /// Routing (see the module docs).
-            ///
-            /// # Safety
-            /// One block of `MOE_ROUTE_THREADS` threads; buffers sized by the host.
-            $route,
-            |params| { route(&params) }
+            /// `MOE_PREPARE_THREADS` threads per block, `1 + ⌈q8_1 blocks / 128⌉` blocks, the
+            /// router's shared memory; buffers sized by the host.
+            $prepare,
+            |params| {
+                // The branch is uniform over each block, so the router's barriers hold.
+                match block_idx_x() {
+                    0 => route(&params),
+                    block => quantize(&params, block - 1),
+                }
+            }
         );
     };
 }
