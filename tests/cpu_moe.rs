@@ -178,7 +178,7 @@ fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
             if tokens >= 512 {
                 assert!(!decode, "{}: 512 tokens of 128 experts take the tiled path", config.arch);
             }
-            let tile = config.tile(plan.path);
+            let tile = config.tile(plan.path, GgufFormat::Q4_0);
             assert_eq!(plan.matmul_threads, tile.threads());
             assert_eq!(plan.matmul_smem, tile.smem_bytes());
             assert_eq!(plan.params.tile_rows, tile.rows);
@@ -219,6 +219,13 @@ fn plan_rejects_bad_buffers_before_anything_launches() {
     // y ending exactly where x starts is fine.
     let y_bytes = 4 * good.y.1 as u64;
     assert!(d.plan(0, &cukernels::MoeBuffers { y: (good.x.0 - y_bytes, good.y.1), ..good }, config).is_ok());
+    // q4_K and q5_K chunks are read in 32-bit words: their blocks start on multiples of 4.
+    for format in [GgufFormat::Q4K, GgufFormat::Q5K] {
+        let kq = MulMatId::new(format, 4, 3, 256, 2, 2);
+        let b = buffers_for(&kq);
+        assert_eq!(invalid_name(kq.plan(0, &cukernels::MoeBuffers { weights: (b.weights.0 + 2, b.weights.1), ..b }, config)), "weights", "{format}");
+        assert!(kq.plan(0, &cukernels::MoeBuffers { weights: (b.weights.0 + 4, b.weights.1), ..b }, config).is_ok(), "{format}");
+    }
     // mxfp4 blocks (17 bytes) may start anywhere.
     let m = MulMatId::new(GgufFormat::Mxfp4, 4, 3, 64, 2, 2);
     let b = buffers_for(&m);

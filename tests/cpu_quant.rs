@@ -253,6 +253,24 @@ fn chunk_halves_share_their_scales_unless_the_format_scales_every_16_weights() {
     }
 }
 
+/// The GPU kernels read chunks with wide loads (`BlockFormat::chunk_at`: whole 32-weight
+/// blocks in 16-bit words, q4_K/q5_K chunks in 32-bit words): the same chunks, bit for bit, as
+/// the decoder the host dequantizes with, for every chunk of every format.
+#[test]
+fn chunks_read_with_wide_loads_equal_the_decoded_chunks() {
+    for format in GgufFormat::ALL {
+        for row in test_rows(400 + format as u64, 4 * QK_K) {
+            let blocks = quantize(format, &row).unwrap();
+            let (decoded, read) = (cukernels::quant::chunks(format, &blocks).unwrap(), cukernels::quant::chunks_as_the_gpu_reads_them(format, &blocks).unwrap());
+            assert_eq!(decoded.len(), 4 * QK_K / QK, "{format}");
+            for (i, (d, r)) in decoded.iter().zip(&read).enumerate() {
+                let bits = |c: &cukernels::quant::Chunk| (c.values, c.scale.map(f32::to_bits), c.offset.map(f32::to_bits));
+                assert_eq!(bits(d), bits(r), "{format} chunk {i}");
+            }
+        }
+    }
+}
+
 /// The integer form the GPU kernels compute (`chunk_dot`: int8 chunk values against q8_1
 /// activations, `dp4a`, then the chunk's scales and offsets) against f64 products of the
 /// dequantized weights and the dequantized activations, row by row, in every format.

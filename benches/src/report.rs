@@ -3,7 +3,7 @@
 //! README.md ("Reading the report").
 
 use crate::resources::{find_ptxas, ptxas_resources, KernelResources};
-use cukernels::{artifacts, moe_config, sgemm_config, Arch, ArtifactKind, MoePath, SgemmVariant};
+use cukernels::{artifacts, decode_features_per_warp, moe_config, sgemm_config, Arch, ArtifactKind, GgufFormat, MoePath, SgemmVariant};
 use std::fmt::Write;
 
 /// The config table: one line per (architecture, variant).
@@ -62,7 +62,8 @@ pub fn config_table() -> String {
     for arch in Arch::ALL {
         let row = moe_config(arch);
         for path in [MoePath::Decode, MoePath::Tiled] {
-            let t = row.tile(path);
+            // The decode tile's features per warp depend on the format (listed below).
+            let t = row.tile(path, GgufFormat::Q4_0);
             writeln!(
                 s,
                 "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}",
@@ -77,6 +78,8 @@ pub fn config_table() -> String {
             )
             .unwrap();
         }
+        let per_format: Vec<String> = GgufFormat::ALL.iter().map(|&f| format!("{f} {}", decode_features_per_warp(arch, f))).collect();
+        writeln!(s, "{:<7} decode features per warp by format (the rows show q4_0's): {}", arch.name(), per_format.join(", ")).unwrap();
     }
     s
 }

@@ -343,7 +343,7 @@ impl MulMatId {
             return Err(too_big("tokens", self.tokens, "tokens · n_used must fit in 32 bits"));
         }
         let path = self.path(config);
-        let tile = config.tile(path);
+        let tile = config.tile(path, self.format);
         let feature_blocks = self.n.div_ceil(tile.features() as usize) as u64;
         if feature_blocks > MAX_GRID_Y {
             return Err(too_big("n", self.n, &format!("more than {MAX_GRID_Y} blocks of {} features (gridDim.y)", tile.features())));

@@ -86,6 +86,23 @@ fn chunks_of<B: QuantBlock>(bytes: &[u8]) -> Result<Vec<Chunk>> {
     Ok(out)
 }
 
+/// Every chunk of `bytes` as the GPU kernels read it ([`BlockFormat::chunk_at`]: whole-block
+/// copies in 16-bit loads, q4_K/q5_K in 32-bit words), in [`chunks`]' order; the two must
+/// agree bit for bit (a CPU test checks it for every format).
+pub fn chunks_as_the_gpu_reads_them(format: GgufFormat, bytes: &[u8]) -> Result<Vec<Chunk>> {
+    with_block!(format, B => gpu_chunks_of::<B>(bytes))
+}
+
+fn gpu_chunks_of<B: QuantBlock>(bytes: &[u8]) -> Result<Vec<Chunk>> {
+    let per_block = B::FORMAT.block_elements() / QK;
+    whole_blocks::<B>("bytes", bytes)?;
+    let blocks: Vec<B> = bytes.chunks_exact(std::mem::size_of::<B>()).map(bytemuck::pod_read_unaligned::<B>).collect();
+    // SAFETY: each pointer is a reference to a block of the Vec, valid and aligned for `B`;
+    // on the host `chunk_at` reads words unaligned, so the device's 4-byte alignment of
+    // q4_K/q5_K blocks is not needed here.
+    Ok(blocks.iter().flat_map(|b| (0..per_block).map(move |c| unsafe { B::chunk_at(b, c) })).collect())
+}
+
 /// The number of `B` blocks in `bytes`, or an error naming the argument `name`.
 fn whole_blocks<B: QuantBlock>(name: &'static str, bytes: &[u8]) -> Result<usize> {
     let size = std::mem::size_of::<B>();

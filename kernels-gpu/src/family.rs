@@ -129,8 +129,8 @@ impl KernelFamily {
             KernelFamily::Moe => {
                 let k = &MOE_KERNELS[index];
                 let (threads, blocks_per_sm, smem) = match k.kind {
-                    MoeKernelKind::MatMul(_, path) => {
-                        let tile = moe_config(config).tile(path);
+                    MoeKernelKind::MatMul(format, path) => {
+                        let tile = moe_config(config).tile(path, format);
                         (tile.threads(), tile.blocks_per_sm, tile.smem_bytes())
                     }
                     MoeKernelKind::Prepare => (MOE_PREPARE_THREADS, MOE_PREPARE_BLOCKS_PER_SM, MOE_ROUTE_SMEM_BYTES),

@@ -219,6 +219,98 @@ pub trait BlockFormat: Copy {
     const HALF_SCALES: bool = Self::FORMAT.scales_per_16_weights();
     /// Chunk `c` (`0 .. block_elements / 32`) of the block.
     fn chunk(&self, c: usize) -> Chunk;
+
+    /// [`chunk`](Self::chunk) of the block at `block`, read from memory with the widest loads
+    /// the format's layout allows (the GPU kernels' decoder; the same chunk, bit for bit, as a
+    /// CPU test checks). The decoders' byte reads become one load instruction per byte, and on
+    /// the GPU each is a separate L1 request for a warp whose lanes sit 18-210 bytes apart:
+    /// - a block of a 32-weight format is one chunk, copied whole in 16-bit loads (its
+    ///   alignment) and decoded from registers: 9-17 loads instead of 17-33;
+    /// - q4_K and q5_K read their chunk's bytes as 32-bit words (12 and 20 loads instead of 37
+    ///   and 69), their blocks starting at multiples of 4 ([`GgufFormat::block_alignment`]);
+    /// - the other K-quants and mxfp4 decode in place (a chunk is one lane-dependent part of
+    ///   its super-block, and a copy indexed by it would live in local memory).
+    ///
+    /// # Safety
+    /// `block` points at a readable block, aligned to the format's `block_alignment`.
+    #[inline(always)]
+    unsafe fn chunk_at(block: *const Self, c: usize) -> Chunk {
+        use core::mem::{align_of, size_of, MaybeUninit};
+        if Self::FORMAT.block_elements() == QK && align_of::<Self>() == 2 && size_of::<Self>() % 2 == 0 {
+            let mut copy = MaybeUninit::<Self>::uninit();
+            let (src, dst) = (block as *const u16, copy.as_mut_ptr() as *mut u16);
+            for i in 0..size_of::<Self>() / 2 {
+                *dst.add(i) = *src.add(i);
+            }
+            // Every byte of `copy` was written, and a block is plain data: any bytes are a
+            // valid block.
+            copy.assume_init().chunk(0)
+        } else {
+            (*block).chunk(c)
+        }
+    }
+}
+
+/// Word `i` (the 4 bytes at offset `4i`, little-endian) of the block at `block`: an aligned
+/// 32-bit load on the device (the formats that read words start at multiples of 4), an
+/// unaligned read on the host (a `Vec` of blocks is only 2-aligned).
+///
+/// Safety: `block .. block + 4i + 4` is readable (and 4-aligned on the device).
+#[inline(always)]
+unsafe fn block_word(block: *const u8, i: usize) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        *(block as *const u32).add(i)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        (block as *const u32).add(i).read_unaligned()
+    }
+}
+
+/// The f16 with bits `bits`, as f32 (exact).
+#[inline(always)]
+fn f16_bits_to_f32(bits: u32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::device::ptx::f16_to_f32(bits & 0xFFFF)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        half::f16::from_bits(bits as u16).to_f32()
+    }
+}
+
+/// Sub-block `c` of the q4_K/q5_K super-block at `block` ([`k4_chunk`]) read in words: `d` and
+/// `dmin` (word 0), the 12 packed scale bytes (words 1-3), the 32 bytes of `qs` whose low
+/// (`c` even) or high (`c` odd) nibbles are the chunk (8 words from word `qs_word`), and for
+/// q5_K the 32 bytes of `qh` whose bit `c` is each level's fifth bit (8 words from `qh_word`).
+/// Four levels come out of each word at once.
+///
+/// Safety: as [`BlockFormat::chunk_at`].
+#[inline(always)]
+unsafe fn k4_chunk_words(block: *const u8, c: usize, qs_word: usize, qh_word: Option<usize>) -> Chunk {
+    const LOW_NIBBLES: u32 = 0x0F0F_0F0F;
+    let dm = block_word(block, 0);
+    let (d, dmin) = (f16_bits_to_f32(dm), f16_bits_to_f32(dm >> 16));
+    // Byte `b` of the scales is byte `b % 4` of word `1 + b / 4`; `scale_min_k4` on words.
+    let byte = |w: u32, i: usize| (w >> (8 * (i % 4))) & 0xFF;
+    let (s0, s1, s2) = (block_word(block, 1), block_word(block, 2), block_word(block, 3));
+    let (sc, m) = if c < 4 {
+        (byte(s0, c) & 63, byte(s1, c) & 63)
+    } else {
+        ((byte(s2, c) & 0xF) | ((byte(s0, c) >> 6) << 4), (byte(s2, c) >> 4) | ((byte(s1, c) >> 6) << 4))
+    };
+    let (scale, offset) = (d * sc as f32, -(dmin * m as f32));
+    let pair = c / 2;
+    let values = core::array::from_fn(|w| {
+        let low = (block_word(block, qs_word + 8 * pair + w) >> (4 * (c % 2))) & LOW_NIBBLES;
+        match qh_word {
+            Some(qh) => low | (((block_word(block, qh + w) >> c) & 0x0101_0101) << 4),
+            None => low,
+        }
+    });
+    Chunk { values, scale: [scale, scale], offset: [offset, offset] }
 }
 
 /// `c` plus the dot product of the four signed bytes of `a` and of `b`: `dp4a.s32.s32` on the
@@ -448,6 +540,11 @@ impl BlockFormat for BlockQ4K {
     fn chunk(&self, c: usize) -> Chunk {
         k4_chunk(self.d, self.dmin, &self.scales, &self.qs, c, |_| 0)
     }
+    /// `qs` from byte 16 (word 4).
+    #[inline(always)]
+    unsafe fn chunk_at(block: *const Self, c: usize) -> Chunk {
+        k4_chunk_words(block as *const u8, c, 4, None)
+    }
 }
 
 impl BlockFormat for BlockQ5K {
@@ -456,6 +553,11 @@ impl BlockFormat for BlockQ5K {
     #[inline(always)]
     fn chunk(&self, c: usize) -> Chunk {
         k4_chunk(self.d, self.dmin, &self.scales, &self.qs, c, |e| if bit_plane(&self.qh, e) { 16 } else { 0 })
+    }
+    /// `qh` from byte 16 (word 4), `qs` from byte 48 (word 12).
+    #[inline(always)]
+    unsafe fn chunk_at(block: *const Self, c: usize) -> Chunk {
+        k4_chunk_words(block as *const u8, c, 12, Some(4))
     }
 }
 
@@ -616,8 +718,10 @@ impl GgufFormat {
         }
     }
 
-    /// Alignment of the block struct (`align_of`: 2 where it holds an f16 scale, 1 for mxfp4):
-    /// where a block may start in device memory.
+    /// Where a block may start in device memory: the block struct's alignment (`align_of`: 2
+    /// where it holds an f16 scale, 1 for mxfp4), and 4 for q4_K and q5_K, whose chunks the
+    /// GPU reads in 32-bit words ([`BlockFormat::chunk_at`]; their sizes, 144 and 176, are
+    /// multiples of 4, so every block of an aligned tensor is aligned).
     pub const fn block_alignment(self) -> usize {
         match self {
             GgufFormat::Q4_0 => core::mem::align_of::<BlockQ4_0>(),
@@ -627,8 +731,7 @@ impl GgufFormat {
             GgufFormat::Q8_0 => core::mem::align_of::<BlockQ8_0>(),
             GgufFormat::Q2K => core::mem::align_of::<BlockQ2K>(),
             GgufFormat::Q3K => core::mem::align_of::<BlockQ3K>(),
-            GgufFormat::Q4K => core::mem::align_of::<BlockQ4K>(),
-            GgufFormat::Q5K => core::mem::align_of::<BlockQ5K>(),
+            GgufFormat::Q4K | GgufFormat::Q5K => 4,
             GgufFormat::Q6K => core::mem::align_of::<BlockQ6K>(),
             GgufFormat::Iq4Nl => core::mem::align_of::<BlockIq4Nl>(),
             GgufFormat::Iq4Xs => core::mem::align_of::<BlockIq4Xs>(),

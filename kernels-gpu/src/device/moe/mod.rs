@@ -63,7 +63,7 @@ use crate::device::ptx::{
     ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads, thread_idx_x,
 };
 use crate::device::BUILD_CONFIG;
-use crate::moe_config::{moe_config, MoeEngine, MOE_CHUNKS_PER_STEP, MOE_MMA_ROW_WORDS, MOE_MMA_STEP_CHUNKS, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD};
+use crate::moe_config::{moe_config, MoeEngine, MoePath, MOE_CHUNKS_PER_STEP, MOE_MMA_ROW_WORDS, MOE_MMA_STEP_CHUNKS, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD};
 use crate::moe_flags::{X_BF16, X_F16};
 use crate::quant::{chunk_dot, BlockFormat, Chunk, GgufFormat, QK};
 #[allow(unused_imports)]
@@ -319,32 +319,15 @@ unsafe fn gathered_tile(p: &MoeParams, tile_rows: u32) -> Option<GatheredTile> {
     Some(GatheredTile { expert, first_row, rows })
 }
 
-/// Chunk `kc` (32 weights) of the weight row at `row`, decoded from global memory. A block of
-/// a 32-weight format is one chunk: it is first copied into registers two bytes at a time (its
-/// alignment: `ld.global.u16`), half the load instructions of the byte loads LLVM emits for the
-/// decoder's byte reads, each of which the L1 serves as a separate request for the warp's 32
-/// lanes (18 to 34 bytes apart). A K-quant chunk is one part of a super-block, which part
-/// depending on the lane, so it is decoded in place, reading only its own bytes.
+/// Chunk `kc` (32 weights) of the weight row at `row`, decoded from global memory with the
+/// format's widest loads ([`BlockFormat::chunk_at`]).
 ///
-/// Safety: `row` points at a weight row of blocks `B` in global memory, aligned for `B`, with
-/// chunk `kc` inside it.
+/// Safety: `row` points at a weight row of blocks `B` in global memory, aligned to the
+/// format's `block_alignment`, with chunk `kc` inside it.
 #[inline(always)]
 unsafe fn weight_chunk<B: BlockFormat>(row: *const u8, kc: usize) -> Chunk {
-    use core::mem::{align_of, size_of, MaybeUninit};
     let chunks_per_block = B::FORMAT.block_elements() / QK;
-    let block = row.add(kc / chunks_per_block * size_of::<B>()) as *const B;
-    if chunks_per_block == 1 && align_of::<B>() == 2 && size_of::<B>() % 2 == 0 {
-        let mut copy = MaybeUninit::<B>::uninit();
-        let (src, dst) = (block as *const u16, copy.as_mut_ptr() as *mut u16);
-        for i in 0..size_of::<B>() / 2 {
-            *dst.add(i) = *src.add(i);
-        }
-        // Every byte of `copy` was written, and a block format is plain data (`Pod`): any
-        // bytes are a valid block.
-        copy.assume_init().chunk(0)
-    } else {
-        (*block).chunk(kc % chunks_per_block)
-    }
+    B::chunk_at(row.add(kc / chunks_per_block * core::mem::size_of::<B>()) as *const B, kc % chunks_per_block)
 }
 
 /// The activation row (of `x_q`) that slot `slot` reads.
@@ -722,7 +705,7 @@ macro_rules! define_moe_entries {
                 /// Launched by the host's `mul_mat_id` after the quantizer and the router.
                 $decode,
                 |params| {
-                    const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).decode;
+                    const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tile(MoePath::Decode, GgufFormat::$format);
                     mul_mat_id::<$block, { T.rows as usize }, { T.warps as usize }, { T.features_per_warp as usize }>(&params)
                 }
             );
