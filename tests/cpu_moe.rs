@@ -231,7 +231,8 @@ fn plan_rejects_bad_buffers_before_anything_launches() {
     let b = buffers_for(&m);
     assert!(m.plan(0, &cukernels::MoeBuffers { weights: (b.weights.0 + 1, b.weights.1), ..b }, config).is_ok());
     // More feature blocks than gridDim.y allows.
-    let wide = MulMatId::new(GgufFormat::Q8_0, 1, 65535 * 8 + 1, 32, 1, 1);
+    let features = config.tile(cukernels::MoePath::Decode, GgufFormat::Q8_0).features() as usize;
+    let wide = MulMatId::new(GgufFormat::Q8_0, 1, 65535 * features + 1, 32, 1, 1);
     assert_eq!(invalid_name(wide.plan(0, &buffers_for(&wide), config)), "n");
     // A forced path overrides the batch-size rule (the benchmark measures both so).
     let forced = MulMatId::new(GgufFormat::Q5_0, 32, 100, 320, 1, 4).force_path(cukernels::MoePath::Tiled);
