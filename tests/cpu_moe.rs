@@ -134,7 +134,6 @@ fn workspace_parts_are_aligned_disjoint_and_sized_from_the_call() {
         let parts = [
             (l.x_q, x_values),
             (l.x_d, x_values / 32 * 4),
-            (l.counts, 512 * 4),
             (l.row_start, 513 * 4),
             (l.tiles_before, 513 * 4),
             (l.slot_list, tokens * n_used * 4),

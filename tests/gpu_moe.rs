@@ -332,6 +332,31 @@ fn expert_ranges_leave_other_slots_untouched() {
     }
 }
 
+/// The router counts `MOE_ROUTE_EXPERTS_PER_PASS` experts per pass in shared memory: with
+/// more experts than that it takes several passes over the ids, each scanning on from the
+/// last's totals. Ids across three passes, an expert range that straddles a pass boundary, and
+/// a bad id (flagged in the first pass only, once).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn more_experts_than_one_router_pass() {
+    let gpu = gpu();
+    let mut rng = rng("moe many experts");
+    let pass = cukernels::MOE_ROUTE_EXPERTS_PER_PASS as usize;
+    let experts = 2 * pass + 808;
+    for (tokens, range, bad) in [(1, None, None), (9, Some((pass - 100, pass + 900)), None), (700, None, Some((1234, experts as i32))), (600, Some((10, 2 * pass + 5)), None)] {
+        let mut desc = MulMatId::new(GgufFormat::Q8_0, experts, 19, k_of(GgufFormat::Q8_0, 2), tokens, 4);
+        if let Some((first, last)) = range {
+            desc = desc.expert_range(first, last);
+        }
+        let mut ids = random_ids(&mut rng, experts, 4, tokens);
+        if let Some((slot, id)) = bad {
+            ids[slot] = id;
+        }
+        let case = make_case(&mut rng, desc, XType::F32, ids);
+        run_case(&gpu, &case, &format!("q8_0 T{tokens} E{experts}/4 range {range:?} bad {bad:?}"));
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn ids_out_of_range_are_an_error_and_read_nothing() {

@@ -249,8 +249,6 @@ pub struct MoeWorkspaceLayout {
     pub x_q: usize,
     /// Their f32 scales, `[tokens · x_rows, k / 32]`.
     pub x_d: usize,
-    /// u32 per expert: counts, then scatter cursors.
-    pub counts: usize,
     /// `experts + 1` u32 prefix sums of rows.
     pub row_start: usize,
     /// `experts + 1` u32 prefix sums of tiles.
@@ -304,12 +302,11 @@ impl MulMatId {
         };
         let x_q = part(x_values)?;
         let x_d = part(x_values / 32 * 4)?;
-        let counts = part(self.experts * 4)?;
         let row_start = part((self.experts + 1) * 4)?;
         let tiles_before = part((self.experts + 1) * 4)?;
         let slot_list = part(self.slots() * 4)?;
         let error = part(4)?;
-        Ok(MoeWorkspaceLayout { x_q, x_d, counts, row_start, tiles_before, slot_list, error, bytes: at })
+        Ok(MoeWorkspaceLayout { x_q, x_d, row_start, tiles_before, slot_list, error, bytes: at })
     }
 
     /// Bytes of workspace [`Cukernels::mul_mat_id`] needs for this call.
@@ -383,7 +380,6 @@ impl MulMatId {
             y: GlobalPtr::new(buffers.y.0),
             x_q: GlobalPtr::new(ws(layout.x_q)),
             x_d: GlobalPtr::new(ws(layout.x_d)),
-            counts: GlobalPtr::new(ws(layout.counts)),
             row_start: GlobalPtr::new(ws(layout.row_start)),
             tiles_before: GlobalPtr::new(ws(layout.tiles_before)),
             slot_list: GlobalPtr::new(ws(layout.slot_list)),

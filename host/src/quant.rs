@@ -77,11 +77,16 @@ pub fn chunks(format: GgufFormat, bytes: &[u8]) -> Result<Vec<Chunk>> {
 }
 
 fn chunks_of<B: QuantBlock>(bytes: &[u8]) -> Result<Vec<Chunk>> {
+    each_chunk::<B>(bytes, |block, c| block.chunk(c))
+}
+
+/// `read(block, c)` for every chunk `c` of every block of `bytes`, in order.
+fn each_chunk<B: QuantBlock>(bytes: &[u8], read: impl Fn(&B, usize) -> Chunk) -> Result<Vec<Chunk>> {
     let per_block = B::FORMAT.block_elements() / QK;
     let mut out = Vec::with_capacity(whole_blocks::<B>("bytes", bytes)? * per_block);
     for block in bytes.chunks_exact(std::mem::size_of::<B>()) {
         let block = bytemuck::pod_read_unaligned::<B>(block);
-        out.extend((0..per_block).map(|c| block.chunk(c)));
+        out.extend((0..per_block).map(|c| read(&block, c)));
     }
     Ok(out)
 }
@@ -94,13 +99,10 @@ pub fn chunks_as_the_gpu_reads_them(format: GgufFormat, bytes: &[u8]) -> Result<
 }
 
 fn gpu_chunks_of<B: QuantBlock>(bytes: &[u8]) -> Result<Vec<Chunk>> {
-    let per_block = B::FORMAT.block_elements() / QK;
-    whole_blocks::<B>("bytes", bytes)?;
-    let blocks: Vec<B> = bytes.chunks_exact(std::mem::size_of::<B>()).map(bytemuck::pod_read_unaligned::<B>).collect();
-    // SAFETY: each pointer is a reference to a block of the Vec, valid and aligned for `B`;
-    // on the host `chunk_at` reads words unaligned, so the device's 4-byte alignment of
-    // q4_K/q5_K blocks is not needed here.
-    Ok(blocks.iter().flat_map(|b| (0..per_block).map(move |c| unsafe { B::chunk_at(b, c) })).collect())
+    // SAFETY: `block` is a reference to a block, valid and aligned for `B`; on the host
+    // `chunk_at` reads words unaligned, so the device's 4-byte alignment of q4_K/q5_K blocks
+    // is not needed here.
+    each_chunk::<B>(bytes, |block, c| unsafe { B::chunk_at(block, c) })
 }
 
 /// The number of `B` blocks in `bytes`, or an error naming the argument `name`.

@@ -247,8 +247,6 @@ define_launch_params! { $
         pub x_q: crate::abi::GlobalPtr<u32>,
         /// q8_1 scale of every 32 activations: `[tokens · x_rows, k / 32]`.
         pub x_d: crate::abi::GlobalPtr<f32>,
-        /// Per expert: rows routed to it (then the router's scatter cursor).
-        pub counts: crate::abi::GlobalPtr<u32>,
         /// `experts + 1` prefix sums of the counts: expert `e`'s rows are
         /// `slot_list[row_start[e] .. row_start[e + 1]]`.
         pub row_start: crate::abi::GlobalPtr<u32>,

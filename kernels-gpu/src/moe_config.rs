@@ -22,9 +22,13 @@ pub const MOE_SMEM_BYTES_PER_ROW: u32 = MOE_CHUNKS_PER_STEP * (32 + 4) + 4;
 /// block limit; it loops over slots and experts. A quantizing block takes 128 q8_1 blocks
 /// (8 threads each).
 pub const MOE_PREPARE_THREADS: u32 = 1024;
+/// Experts the router counts per pass over the ids, in shared memory: 4096 (16 KB) covers
+/// every MoE model in use in one pass (128-512 experts); a call with more experts takes
+/// `⌈experts / 4096⌉` passes.
+pub const MOE_ROUTE_EXPERTS_PER_PASS: u32 = 4096;
 /// Shared memory of the prepare kernel (used by the routing block): the 32 warps' row and tile
-/// totals, and the two running totals.
-pub const MOE_ROUTE_SMEM_BYTES: u32 = (2 * 32 + 2) * 4;
+/// totals, the two running totals, and one pass's counts.
+pub const MOE_ROUTE_SMEM_BYTES: u32 = (2 * 32 + 2 + MOE_ROUTE_EXPERTS_PER_PASS) * 4;
 /// Activation values per quantizer thread.
 pub const MOE_QUANTIZE_VALUES_PER_THREAD: u32 = 4;
 
@@ -147,13 +151,24 @@ impl MoeTile {
     }
 }
 
+/// The decode tile's shape but for its features per warp, which are per format
+/// ([`decode_features_per_warp`]; [`MoeArchConfig::tile`] puts the two together). The decode
+/// tile always computes with `dp4a`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeDecodeShape {
+    pub rows: u32,
+    pub warps: u32,
+    /// Designed occupancy (the launch bound).
+    pub blocks_per_sm: u32,
+}
+
 /// One architecture's row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MoeArchConfig {
     pub arch: Arch,
     /// Few rows per expert: a tile has few rows and many blocks stream the chosen experts'
     /// weights (each weight is read once per tile of rows).
-    pub decode: MoeTile,
+    pub decode: MoeDecodeShape,
     /// Large batches: more rows per tile, so each weight chunk decoded serves more products.
     pub tiled: MoeTile,
     /// The decode path runs while the routed slots average at most this many rows per
@@ -170,7 +185,10 @@ impl MoeArchConfig {
     /// per warp as the format's decode leaves registers for ([`decode_features_per_warp`]).
     pub const fn tile(&self, path: MoePath, format: GgufFormat) -> MoeTile {
         match path {
-            MoePath::Decode => MoeTile { features_per_warp: decode_features_per_warp(self.arch, format), ..self.decode },
+            MoePath::Decode => {
+                let MoeDecodeShape { rows, warps, blocks_per_sm } = self.decode;
+                MoeTile { rows, warps, features_per_warp: decode_features_per_warp(self.arch, format), blocks_per_sm, engine: MoeEngine::Dp4a }
+            }
             MoePath::Tiled => self.tiled,
         }
     }
@@ -218,7 +236,7 @@ const fn mma_tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: 
 /// features are chunk loads in flight per lane, and a block's start (finding its tile, staging
 /// its rows) serves 16 features: measured on the H200 with one feature per warp and six blocks,
 /// the decode path read at 0.8 TB/s (ncu: 52% of warp slots active, 18% of the DRAM peak).
-const DECODE: MoeTile = tile(8, 4, 4, 4);
+const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm: 4 };
 /// Tiled with `dp4a` (sm_70, which has no int8 tensor cores): 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
 /// two blocks per SM (128 registers per thread: with 2 features per warp the K-quants' decode
 /// spilled 8-88 bytes there, ptxas 12.9).

@@ -217,6 +217,17 @@ pub unsafe fn load_global_u32x4(ptr: *const u32) -> [u32; 4] {
     [x, y, z, w]
 }
 
+/// `prefetch.global.L2`: asks for the 128-byte line holding `ptr` to be brought into L2, and
+/// goes on at once (no register is written, nothing waits for it). A kernel that will read a
+/// region soon issues these ahead, so that its loads then hit L2 instead of waiting for DRAM.
+///
+/// Safety: `ptr` points into a global allocation (the kernels pass only addresses of bytes
+/// they are allowed to read).
+#[inline(always)]
+pub unsafe fn prefetch_l2(ptr: *const u8) {
+    asm!("prefetch.global.L2 [{a}];", a = in(reg64) ptr, options(nostack, readonly, preserves_flags));
+}
+
 /// Returns `x` unchanged, hidden from the optimizer. An `asm!` without `pure` counts as having
 /// side effects, so LLVM neither hoists it out of a loop nor merges two of them. Used on loop
 /// inputs of address arithmetic: the few integer instructions are then recomputed each k-step
@@ -268,19 +279,21 @@ impl Opaque for *const f32 {
 // - of B (16×8, k × n): column g, rows 2t, 2t+1 (`b[0]`) and 2t + 8, 2t + 9 (`b[1]`);
 // - of C (16×8, f32): rows g (`c[0]`, `c[1]`) and g + 8 (`c[2]`, `c[3]`), columns 2t, 2t+1.
 
-/// Defines `$name(a, b, c) -> c + a·b` for `mma.sync.aligned.m16n8k16` with `$ty` inputs and
-/// f32 accumulators (sm_80+).
-macro_rules! mma_m16n8k16 {
-    ($name:ident, $ty:literal) => {
-        #[doc = concat!("`mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32` (sm_80+): `c + a·b`.")]
+/// Defines `$name(a, b, c) -> c + a·b` for the `mma.sync.aligned` instruction `$instr` whose
+/// operands are four A registers, two B registers and four C/D registers of type `$acc`:
+/// `m16n8k16` with f16/bf16 inputs and f32 accumulators, and `m16n8k32` with s8 inputs and s32
+/// accumulators (sm_80+), which have the same fragment shapes (lane layouts above and below).
+macro_rules! mma_a4_b2_c4 {
+    ($name:ident, $instr:literal, $acc:ty) => {
+        #[doc = concat!("`mma.sync.aligned.", $instr, "` (sm_80+): `c + a·b`.")]
         #[inline(always)]
-        pub fn $name(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
-            let (d0, d1, d2, d3): (f32, f32, f32, f32);
+        pub fn $name(a: [u32; 4], b: [u32; 2], c: [$acc; 4]) -> [$acc; 4] {
+            let (d0, d1, d2, d3): ($acc, $acc, $acc, $acc);
             // SAFETY: register-only instruction; every lane of the warp executes it together
             // (the kernels call it outside any lane-divergent branch).
             unsafe {
                 asm!(
-                    concat!("mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};"),
+                    concat!("mma.sync.aligned.", $instr, " {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};"),
                     d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
                     a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
                     b0 = in(reg32) b[0], b1 = in(reg32) b[1],
@@ -292,26 +305,35 @@ macro_rules! mma_m16n8k16 {
         }
     };
 }
-mma_m16n8k16!(mma_m16n8k16_f16, "f16");
-mma_m16n8k16!(mma_m16n8k16_bf16, "bf16");
 
-/// `mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32` (sm_75+): `c + a·b` for a 16×8 A
-/// (`a[0]` = (g, 2t..), `a[1]` = (g + 8, 2t..)) and an 8×8 B (`b` = rows 2t, 2t+1 of column g).
-#[inline(always)]
-pub fn mma_m16n8k8_f16(a: [u32; 2], b: u32, c: [f32; 4]) -> [f32; 4] {
-    let (d0, d1, d2, d3): (f32, f32, f32, f32);
-    // SAFETY: as `mma_m16n8k16_f16`.
-    unsafe {
-        asm!(
-            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}}}, {{{b0}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
-            a0 = in(reg32) a[0], a1 = in(reg32) a[1], b0 = in(reg32) b,
-            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-            options(pure, nomem, nostack)
-        );
-    }
-    [d0, d1, d2, d3]
+/// As [`mma_a4_b2_c4`], for the shapes with two A registers and one B register: `m16n8k8` with
+/// f16 inputs (sm_75+) and `m16n8k16` with s8 inputs (sm_80+).
+macro_rules! mma_a2_b1_c4 {
+    ($name:ident, $instr:literal, $acc:ty, $since:literal) => {
+        #[doc = concat!("`mma.sync.aligned.", $instr, "` (", $since, "+): `c + a·b`.")]
+        #[inline(always)]
+        pub fn $name(a: [u32; 2], b: u32, c: [$acc; 4]) -> [$acc; 4] {
+            let (d0, d1, d2, d3): ($acc, $acc, $acc, $acc);
+            // SAFETY: as in `mma_a4_b2_c4`.
+            unsafe {
+                asm!(
+                    concat!("mma.sync.aligned.", $instr, " {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}}}, {{{b0}}}, {{{c0}, {c1}, {c2}, {c3}}};"),
+                    d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                    a0 = in(reg32) a[0], a1 = in(reg32) a[1], b0 = in(reg32) b,
+                    c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                    options(pure, nomem, nostack)
+                );
+            }
+            [d0, d1, d2, d3]
+        }
+    };
 }
+mma_a4_b2_c4!(mma_m16n8k16_f16, "m16n8k16.row.col.f32.f16.f16.f32", f32);
+mma_a4_b2_c4!(mma_m16n8k16_bf16, "m16n8k16.row.col.f32.bf16.bf16.f32", f32);
+
+// `m16n8k8` (f16): A is 16×8 (`a[0]` = (g, 2t..), `a[1]` = (g + 8, 2t..)), B 8×8 (`b` = rows
+// 2t, 2t+1 of column g).
+mma_a2_b1_c4!(mma_m16n8k8_f16, "m16n8k8.row.col.f32.f16.f16.f32", f32, "sm_75");
 
 /// `ldmatrix.sync.aligned.m8n8.x4.shared.b16` (sm_75+): lanes 8i..8i+7 give the row addresses
 /// of matrix i; each lane receives, of each matrix i, the pair of elements (row lane / 4,
@@ -425,47 +447,14 @@ pub fn rcp(x: f32) -> f32 {
 // - `m8n8k16` (sm_75): the top 8 rows of `m16n8k16` (`a[0]`, `b[0]`, `c[0..2]`).
 // Without `.satfinite` the sums wrap; the callers' sums are bounded far below 2^31.
 
-/// `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` (sm_80+): `c + a·b`.
-#[inline(always)]
-pub fn mma_m16n8k32_s8(a: [u32; 4], b: [u32; 2], c: [i32; 4]) -> [i32; 4] {
-    let (d0, d1, d2, d3): (i32, i32, i32, i32);
-    // SAFETY: register-only; every lane of the warp executes it together (the kernels call it
-    // outside any lane-divergent branch).
-    unsafe {
-        asm!(
-            "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
-            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
-            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
-            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-            options(pure, nomem, nostack)
-        );
-    }
-    [d0, d1, d2, d3]
-}
-
-/// `mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32` (sm_80+): `c + a·b`.
-#[inline(always)]
-pub fn mma_m16n8k16_s8(a: [u32; 2], b: u32, c: [i32; 4]) -> [i32; 4] {
-    let (d0, d1, d2, d3): (i32, i32, i32, i32);
-    // SAFETY: as `mma_m16n8k32_s8`.
-    unsafe {
-        asm!(
-            "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}}}, {{{b0}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
-            a0 = in(reg32) a[0], a1 = in(reg32) a[1], b0 = in(reg32) b,
-            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-            options(pure, nomem, nostack)
-        );
-    }
-    [d0, d1, d2, d3]
-}
+mma_a4_b2_c4!(mma_m16n8k32_s8, "m16n8k32.row.col.s32.s8.s8.s32", i32);
+mma_a2_b1_c4!(mma_m16n8k16_s8, "m16n8k16.row.col.s32.s8.s8.s32", i32, "sm_80");
 
 /// `mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32` (sm_75+): `c + a·b`.
 #[inline(always)]
 pub fn mma_m8n8k16_s8(a: u32, b: u32, c: [i32; 2]) -> [i32; 2] {
     let (d0, d1): (i32, i32);
-    // SAFETY: as `mma_m16n8k32_s8`.
+    // SAFETY: as in `mma_a4_b2_c4`.
     unsafe {
         asm!(
             "mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {{{d0}, {d1}}}, {{{a0}}}, {{{b0}}}, {{{c0}, {c1}}};",

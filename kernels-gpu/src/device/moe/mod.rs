@@ -12,7 +12,7 @@
 //!    step of a row is 1 KB of 16-byte loads) and the scale, kept in f32, to `x_d`. Eight
 //!    threads share a block (4 values each, the maximum by 3 shuffles).
 //! 2. **Route** (`route`, block 0, 1024 threads): counts the slots routed to each expert
-//!    (atomics; an id outside `0..experts` lowers `error[0]` to its slot and is never used
+//!    (shared-memory atomics; an id outside `0..experts` lowers `error[0]` to its slot and is never used
 //!    again, so a bad id cannot become an out-of-bounds read), turns the counts into prefix sums
 //!    of rows (`row_start`) and of tiles (`tiles_before`, tiles of the matmul's `tile_rows`),
 //!    then scatters every slot into its expert's segment of `slot_list`. The order of slots
@@ -60,10 +60,13 @@
 
 use crate::abi::{moe_params_entry, MoeParams};
 use crate::device::ptx::{
-    ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads, thread_idx_x,
+    ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, prefetch_l2, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
+    thread_idx_x,
 };
 use crate::device::BUILD_CONFIG;
-use crate::moe_config::{moe_config, MoeEngine, MoePath, MOE_CHUNKS_PER_STEP, MOE_MMA_ROW_WORDS, MOE_MMA_STEP_CHUNKS, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD};
+use crate::moe_config::{moe_config, MoeEngine, MoePath, MOE_CHUNKS_PER_STEP, MOE_MMA_ROW_WORDS, MOE_MMA_STEP_CHUNKS, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD,
+    MOE_ROUTE_EXPERTS_PER_PASS, MOE_ROUTE_SMEM_BYTES,
+};
 use crate::moe_flags::{X_BF16, X_F16};
 use crate::quant::{chunk_dot, BlockFormat, Chunk, GgufFormat, QK};
 #[allow(unused_imports)]
@@ -76,6 +79,14 @@ const LANES: u32 = 32;
 const STEP_CHUNKS: usize = MOE_CHUNKS_PER_STEP as usize;
 /// Words of q8_1 values per chunk.
 const CHUNK_WORDS: usize = QK / 4;
+
+/// K steps of weights the decode tile asks L2 for ahead of decoding them
+/// ([`prefetch_weight_step`]): two steps of a block's 16 rows are 18-35 KB (q4_0 to q8_0), so
+/// an SM's four blocks keep 70-140 KB of reads in flight, which covers the DRAM latency at the
+/// SM's share of the bandwidth (about 25 KB at 4.8 TB/s and 700 ns over 132 SMs) with room for
+/// the blocks that are between steps; and the prefetched lines of all SMs (10-18 MB) sit well
+/// inside a 40-60 MB L2, so none is evicted before its step reads it.
+const DECODE_PREFETCH_STEPS: usize = 2;
 
 /// 16 bytes, for vector loads and stores (`ld.v4.u32`): the alignment tells LLVM it may.
 #[derive(Clone, Copy)]
@@ -148,7 +159,7 @@ unsafe fn quantize(p: &MoeParams, block: u32) {
 // 2. Route
 // -------------------------------------------------------------------------------------------
 
-/// Relaxed atomic view of a `u32` in global memory.
+/// Relaxed atomic view of a `u32` in global or shared memory.
 ///
 /// Safety: `ptr` is valid and aligned, and every concurrent access to it is atomic or ordered
 /// by a barrier.
@@ -172,98 +183,117 @@ fn warp_inclusive_scan(mut a: u32, mut b: u32, lane: u32) -> (u32, u32) {
     (a, b)
 }
 
-/// The whole routing in one block (see the module docs). Shared memory: the 32 warps' row and
-/// tile totals, then the running totals of earlier chunks of experts.
+/// The whole routing in one block (see the module docs). The experts are taken
+/// [`MOE_ROUTE_EXPERTS_PER_PASS`] at a time (one pass for every model in use; more only past
+/// that many experts), their counts kept in shared memory: the counting and scatter atomics
+/// are then shared-memory atomics, and nothing waits on a global-memory round trip between
+/// the id loads and the slot stores. Shared memory: the 32 warps' row and tile totals, the
+/// running totals of earlier experts, then the pass's counts (which become its scatter
+/// cursors).
 ///
-/// Safety: one block of [`MOE_PREPARE_THREADS`] threads; the host sized `counts` (`experts`),
-/// `row_start` and `tiles_before` (`experts + 1`), `slot_list` (`tokens · n_used`), `error` (1).
+/// Safety: one block of [`MOE_PREPARE_THREADS`] threads with [`MOE_ROUTE_SMEM_BYTES`] of
+/// dynamic shared memory; the host sized `row_start` and `tiles_before` (`experts + 1`),
+/// `slot_list` (`tokens · n_used`), `error` (1).
 #[inline(always)]
 unsafe fn route(p: &MoeParams) {
     const THREADS: u32 = MOE_PREPARE_THREADS;
+    const PASS: u32 = MOE_ROUTE_EXPERTS_PER_PASS;
     const _: () = assert!(MOE_PREPARE_THREADS == 32 * LANES, "the scan gives each of 32 warps' totals to one lane of warp 0");
+    const _: () = assert!(MOE_ROUTE_SMEM_BYTES == (2 * 32 + 2 + PASS) * 4, "the router's shared memory is laid out as below");
     let tid = thread_idx_x();
     let (warp, lane) = (tid / LANES, tid % LANES);
     let smem = dynamic_smem() as *mut u32;
-    let (warp_rows, warp_tiles, carry) = (smem, smem.add(32), smem.add(64));
+    let (warp_rows, warp_tiles, carry, counts) = (smem, smem.add(32), smem.add(64), smem.add(66));
     let slots = p.tokens * p.n_used;
     let experts = p.experts;
     let ids = p.ids.ptr();
-    let counts = p.counts.ptr_mut();
     if tid == 0 {
         *p.error.ptr_mut() = u32::MAX;
         *carry = 0;
         *carry.add(1) = 0;
     }
-    let mut e = tid;
-    while e < experts {
-        *counts.add(e as usize) = 0;
-        e += THREADS;
-    }
-    sync_threads();
-
-    // Count (and flag bad ids).
     let routed = |id: i32| id as u32 >= p.expert_first && (id as u32) < p.expert_last;
-    let mut i = tid;
-    while i < slots {
-        let id = *ids.add(i as usize);
-        if id < 0 || id as u32 >= experts {
-            atomic(p.error.ptr_mut()).fetch_min(i, Ordering::Relaxed);
-        } else if routed(id) {
-            atomic(counts.add(id as usize)).fetch_add(1, Ordering::Relaxed);
-        }
-        i += THREADS;
-    }
-    sync_threads();
 
-    // Exclusive prefix sums of rows and tiles, THREADS experts at a time.
-    let mut base = 0;
-    while base < experts {
-        let e = base + tid;
-        let rows = if e < experts { *counts.add(e as usize) } else { 0 };
-        let tiles = rows.div_ceil(p.tile_rows);
-        let (rows_incl, tiles_incl) = warp_inclusive_scan(rows, tiles, lane);
-        if lane == LANES - 1 {
-            *warp_rows.add(warp as usize) = rows_incl;
-            *warp_tiles.add(warp as usize) = tiles_incl;
+    let mut pass_first = 0;
+    while pass_first < experts {
+        let pass_experts = PASS.min(experts - pass_first);
+        // The pass's expert of an id, if it is one of them and computed here.
+        let in_pass = |id: i32| {
+            let e = (id as u32).wrapping_sub(pass_first);
+            (id >= 0 && e < pass_experts && routed(id)).then_some(e as usize)
+        };
+        let mut e = tid;
+        while e < pass_experts {
+            *counts.add(e as usize) = 0;
+            e += THREADS;
         }
         sync_threads();
-        if warp == 0 {
-            let (r, t) = (*warp_rows.add(lane as usize), *warp_tiles.add(lane as usize));
-            let (ri, ti) = warp_inclusive_scan(r, t, lane);
-            *warp_rows.add(lane as usize) = ri - r;
-            *warp_tiles.add(lane as usize) = ti - t;
+
+        // Count (and, in the first pass, flag bad ids).
+        let mut i = tid;
+        while i < slots {
+            let id = *ids.add(i as usize);
+            if pass_first == 0 && (id < 0 || id as u32 >= experts) {
+                atomic(p.error.ptr_mut()).fetch_min(i, Ordering::Relaxed);
+            } else if let Some(e) = in_pass(id) {
+                atomic(counts.add(e)).fetch_add(1, Ordering::Relaxed);
+            }
+            i += THREADS;
         }
         sync_threads();
-        let row_first = *carry + *warp_rows.add(warp as usize) + rows_incl - rows;
-        let tile_first = *carry.add(1) + *warp_tiles.add(warp as usize) + tiles_incl - tiles;
-        if e < experts {
-            *p.row_start.ptr_mut().add(e as usize) = row_first;
-            *p.tiles_before.ptr_mut().add(e as usize) = tile_first;
-            // From here on, the count is the expert's scatter cursor.
-            *counts.add(e as usize) = row_first;
+
+        // Exclusive prefix sums of rows and tiles, THREADS experts at a time.
+        let mut base = 0;
+        while base < pass_experts {
+            let e = base + tid;
+            let rows = if e < pass_experts { *counts.add(e as usize) } else { 0 };
+            let tiles = rows.div_ceil(p.tile_rows);
+            let (rows_incl, tiles_incl) = warp_inclusive_scan(rows, tiles, lane);
+            if lane == LANES - 1 {
+                *warp_rows.add(warp as usize) = rows_incl;
+                *warp_tiles.add(warp as usize) = tiles_incl;
+            }
+            sync_threads();
+            if warp == 0 {
+                let (r, t) = (*warp_rows.add(lane as usize), *warp_tiles.add(lane as usize));
+                let (ri, ti) = warp_inclusive_scan(r, t, lane);
+                *warp_rows.add(lane as usize) = ri - r;
+                *warp_tiles.add(lane as usize) = ti - t;
+            }
+            sync_threads();
+            let row_first = *carry + *warp_rows.add(warp as usize) + rows_incl - rows;
+            let tile_first = *carry.add(1) + *warp_tiles.add(warp as usize) + tiles_incl - tiles;
+            if e < pass_experts {
+                *p.row_start.ptr_mut().add((pass_first + e) as usize) = row_first;
+                *p.tiles_before.ptr_mut().add((pass_first + e) as usize) = tile_first;
+                // From here on, the count is the expert's scatter cursor.
+                *counts.add(e as usize) = row_first;
+            }
+            sync_threads();
+            if tid == THREADS - 1 {
+                *carry = row_first + rows;
+                *carry.add(1) = tile_first + tiles;
+            }
+            sync_threads();
+            base += THREADS;
         }
-        sync_threads();
-        if tid == THREADS - 1 {
-            *carry = row_first + rows;
-            *carry.add(1) = tile_first + tiles;
+
+        // Scatter each routed slot of the pass's experts into its expert's segment.
+        let mut i = tid;
+        while i < slots {
+            if let Some(e) = in_pass(*ids.add(i as usize)) {
+                let at = atomic(counts.add(e)).fetch_add(1, Ordering::Relaxed);
+                *p.slot_list.ptr_mut().add(at as usize) = i;
+            }
+            i += THREADS;
         }
+        // The next pass reuses the counts.
         sync_threads();
-        base += THREADS;
+        pass_first += pass_experts;
     }
     if tid == 0 {
         *p.row_start.ptr_mut().add(experts as usize) = *carry;
         *p.tiles_before.ptr_mut().add(experts as usize) = *carry.add(1);
-    }
-
-    // Scatter each routed slot into its expert's segment.
-    let mut i = tid;
-    while i < slots {
-        let id = *ids.add(i as usize);
-        if id >= 0 && (id as u32) < experts && routed(id) {
-            let at = atomic(counts.add(id as usize)).fetch_add(1, Ordering::Relaxed);
-            *p.slot_list.ptr_mut().add(at as usize) = i;
-        }
-        i += THREADS;
     }
 }
 
@@ -330,6 +360,36 @@ unsafe fn weight_chunk<B: BlockFormat>(row: *const u8, kc: usize) -> Chunk {
     B::chunk_at(row.add(kc / chunks_per_block * core::mem::size_of::<B>()) as *const B, kc % chunks_per_block)
 }
 
+/// Bytes of a cache line, the unit [`prefetch_l2`] fetches.
+const LINE_BYTES: usize = 128;
+
+/// Asks L2 for the weight bytes of chunks `chunk0 .. chunk0 + chunks` of `rows` consecutive
+/// weight rows starting at `first_row`, the lines spread over the block's threads
+/// (`prefetch.global.L2`: no register, no wait). Issued a step or two before the step is
+/// decoded, so that the decode's loads hit L2: a block then has its next steps' DRAM reads in
+/// flight while it stages activations, waits at barriers and multiplies, instead of starting
+/// each step's reads only when it needs them. `chunk0` starts a block of `B` (every K step
+/// does: a step is a whole number of blocks), so the bytes are `⌈chunks / chunks per block⌉`
+/// whole blocks from `chunk0`'s.
+///
+/// Safety: the rows lie in the weights buffer, with chunks `chunk0 .. chunk0 + chunks` inside
+/// them (`chunks ≥ 1`); every thread of the block calls it with the same arguments but `tid`.
+#[inline(always)]
+unsafe fn prefetch_weight_step<B: BlockFormat>(first_row: *const u8, row_bytes: usize, rows: usize, chunk0: usize, chunks: usize, tid: usize, threads: usize) {
+    let chunks_per_block = B::FORMAT.block_elements() / QK;
+    let start = chunk0 / chunks_per_block * core::mem::size_of::<B>();
+    let len = chunks.div_ceil(chunks_per_block) * core::mem::size_of::<B>();
+    // Every line the bytes touch: one address per 128 bytes from the start, and the last byte
+    // (the start need not be line-aligned, so the bytes may touch one line more).
+    let lines = len.div_ceil(LINE_BYTES) + 1;
+    let mut piece = tid;
+    while piece < rows * lines {
+        let (r, line) = (piece / lines, piece % lines);
+        prefetch_l2(first_row.add(r * row_bytes + start + (line * LINE_BYTES).min(len - 1)));
+        piece += threads;
+    }
+}
+
 /// The activation row (of `x_q`) that slot `slot` reads.
 #[inline(always)]
 fn x_row_of_slot(p: &MoeParams, slot: usize) -> usize {
@@ -353,6 +413,26 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
         return;
     };
 
+    let k_chunks = (p.k / QK as u32) as usize;
+    let words_per_row = p.k as usize / 4;
+    let row_bytes = p.row_bytes as usize;
+    let expert_weights = p.weights.ptr().add(expert as usize * p.expert_bytes as usize);
+    let block_feature0 = block_idx_y() as usize * WARPS * FEATURES;
+    let feature0 = block_feature0 + warp * FEATURES;
+    // The block's weight rows, and their first DECODE_PREFETCH_STEPS steps asked of L2 before
+    // anything else (see `prefetch_weight_step`); each step asks for the one that many ahead.
+    let block_rows = (WARPS * FEATURES).min(p.n as usize - block_feature0);
+    let block_weights = expert_weights.add(block_feature0 * row_bytes);
+    let prefetch_step = |step: usize| {
+        if step * STEP_CHUNKS < k_chunks {
+            let chunk0 = step * STEP_CHUNKS;
+            prefetch_weight_step::<B>(block_weights, row_bytes, block_rows, chunk0, STEP_CHUNKS.min(k_chunks - chunk0), tid, threads);
+        }
+    };
+    for step in 0..DECODE_PREFETCH_STEPS {
+        prefetch_step(step);
+    }
+
     let smem_q = dynamic_smem() as *mut u32;
     let smem_d = smem_q.add(ROWS * STEP_CHUNKS * CHUNK_WORDS) as *mut f32;
     let smem_slot = smem_d.add(ROWS * STEP_CHUNKS) as *mut u32;
@@ -361,14 +441,11 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
     }
     sync_threads();
 
-    let k_chunks = (p.k / QK as u32) as usize;
-    let words_per_row = p.k as usize / 4;
-    let expert_weights = p.weights.ptr().add(expert as usize * p.expert_bytes as usize);
-    let feature0 = block_idx_y() as usize * WARPS * FEATURES + warp * FEATURES;
     let mut acc = [[0f32; ROWS]; FEATURES];
 
     let mut step = 0;
     while step * STEP_CHUNKS < k_chunks {
+        prefetch_step(step + DECODE_PREFETCH_STEPS);
         // Stage the step: ROWS × 32 chunks × two 16-byte halves.
         let mut piece = tid;
         while piece < ROWS * STEP_CHUNKS * 2 {
@@ -394,7 +471,7 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
             let valid: [bool; FEATURES] = core::array::from_fn(|f| feature0 + f < p.n as usize);
             let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| {
                 let j = (feature0 + f).min(p.n as usize - 1);
-                weight_chunk::<B>(expert_weights.add(j * p.row_bytes as usize), kc)
+                weight_chunk::<B>(expert_weights.add(j * row_bytes), kc)
             });
             for r in 0..ROWS {
                 if r < rows {
@@ -552,9 +629,18 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
     // parameter; the unused entries are never touched and cost nothing once unrolled).
     let mut acc = [[[0f32; 4]; ROWS]; FEATURES];
 
+    let row_bytes = p.row_bytes as usize;
+    let block_rows = block_features.min(n - feature_base);
+    let block_weights = expert_weights.add(feature_base * row_bytes);
+
     let mut chunk0 = 0;
     while chunk0 < k_chunks {
         let step_chunks = STEP.min(k_chunks - chunk0);
+        // The next step's weights, asked of L2 a whole step before they are decoded.
+        let next = chunk0 + STEP;
+        if next < k_chunks {
+            prefetch_weight_step::<B>(block_weights, row_bytes, block_rows, next, STEP.min(k_chunks - next), tid, threads);
+        }
         // Decode the step's weights: feature f, chunk c (8 neighbouring threads read one
         // feature's consecutive blocks), `FEATURES / 4` chunks per thread (at most STEP: the
         // config check allows at most 32 features per warp). The chunks of a batch are all
@@ -573,7 +659,7 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                 let kc = chunk0 + c;
                 if b < chunks_in_flight && batch_start + b < per_thread && c < step_chunks {
                     let j = (feature_base + f).min(n - 1);
-                    chunks[b] = weight_chunk::<B>(expert_weights.add(j * p.row_bytes as usize), kc);
+                    chunks[b] = weight_chunk::<B>(expert_weights.add(j * row_bytes), kc);
                 }
             }
             #[allow(clippy::needless_range_loop)]
