@@ -15,8 +15,8 @@ use crate::quant::GgufFormat;
 /// 32-weight chunks of K that one K step covers: one per lane of a warp.
 pub const MOE_CHUNKS_PER_STEP: u32 = 32;
 /// Bytes of shared memory per staged activation row and step: the q8_1 values (32 bytes per
-/// chunk) and the chunk's scale (an f32), plus the row's slot index.
-pub const MOE_SMEM_BYTES_PER_ROW: u32 = MOE_CHUNKS_PER_STEP * (32 + 4) + 4;
+/// chunk) and the chunk's scale (an f32), plus the row's slot index and activation row.
+pub const MOE_SMEM_BYTES_PER_ROW: u32 = MOE_CHUNKS_PER_STEP * (32 + 4) + 2 * 4;
 /// Threads per block of the prepare kernel (routing in block 0, quantization in the others: one
 /// launch). One block does the whole routing (counts, prefix sums, scatter), so its size is the
 /// block limit; it loops over slots and experts. A quantizing block takes 128 q8_1 blocks

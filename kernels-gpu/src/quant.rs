@@ -290,7 +290,6 @@ fn f16_bits_to_f32(bits: u32) -> f32 {
 /// Safety: as [`BlockFormat::chunk_at`].
 #[inline(always)]
 unsafe fn k4_chunk_words(block: *const u8, c: usize, qs_word: usize, qh_word: Option<usize>) -> Chunk {
-    const LOW_NIBBLES: u32 = 0x0F0F_0F0F;
     let dm = block_word(block, 0);
     let (d, dmin) = (f16_bits_to_f32(dm), f16_bits_to_f32(dm >> 16));
     // Byte `b` of the scales is byte `b % 4` of word `1 + b / 4`; `scale_min_k4` on words.
@@ -331,7 +330,13 @@ pub fn dp4a(a: u32, b: u32, c: i32) -> i32 {
 /// The 32 signed bytes of a q8_1 activation block, 4 to a word (as [`Chunk::values`]).
 #[inline(always)]
 pub fn q8_words(block: &BlockQ8_1) -> [u32; 8] {
-    core::array::from_fn(|w| u32::from_le_bytes([block.qs[4 * w] as u8, block.qs[4 * w + 1] as u8, block.qs[4 * w + 2] as u8, block.qs[4 * w + 3] as u8]))
+    signed_byte_words(&block.qs)
+}
+
+/// 32 signed bytes, 4 to a word (little-endian).
+#[inline(always)]
+fn signed_byte_words(qs: &[i8; QK]) -> [u32; 8] {
+    core::array::from_fn(|w| u32::from_le_bytes([qs[4 * w] as u8, qs[4 * w + 1] as u8, qs[4 * w + 2] as u8, qs[4 * w + 3] as u8]))
 }
 
 /// `Σ_j w_j · x_j` over a chunk's 32 weights and the 32 activations `x_j = dx · q_j` of a q8_1
@@ -374,6 +379,62 @@ fn pack_values(v: impl Fn(usize) -> i8) -> [u32; 8] {
         j += 1;
     }
     words
+}
+
+/// Each byte's low nibble.
+const LOW_NIBBLES: u32 = 0x0F0F_0F0F;
+
+/// The word of four bytes `bytes[at .. at + 4]`, little-endian.
+#[inline(always)]
+fn le_word(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// The word at byte `at` of a field of a block read in place (from global memory on the
+/// device), in two 16-bit loads: a block of these formats is 2-aligned and `at` is even, so
+/// each is one aligned `ld.global.b16` instead of two byte loads.
+///
+/// Safety: `bytes` starts at an even offset of a 2-aligned block, `at` is even and
+/// `at + 4 ≤ bytes.len()`.
+#[inline(always)]
+unsafe fn le_word_in_place(bytes: &[u8], at: usize) -> u32 {
+    let half = bytes.as_ptr().add(at) as *const u16;
+    #[cfg(target_arch = "nvptx64")]
+    let (low, high) = (*half, *half.add(1));
+    #[cfg(not(target_arch = "nvptx64"))]
+    let (low, high) = (half.read_unaligned(), half.add(1).read_unaligned());
+    low as u32 | (high as u32) << 16
+}
+
+/// `v` with `k` subtracted from each of its four bytes, as signed bytes. Each byte holds
+/// `0 ≤ x < 0x80 + k`, so adding `0x80 − k` cannot carry into the next byte, and flipping the
+/// sign bit turns the biased `x + 0x80 − k` into `x − k` in two's complement: two instructions
+/// per word instead of four subtractions and the byte packing.
+#[inline(always)]
+const fn minus_per_byte(v: u32, k: u32) -> u32 {
+    v.wrapping_add((0x80 - k) * 0x0101_0101) ^ 0x8080_8080
+}
+
+/// Bits 0..4 of `b` moved to bit 0 of bytes 0..4: the product adds `b` shifted by 0, 7, 14 and
+/// 21, four copies that do not overlap, and the mask keeps bit `i` of copy `i`.
+#[inline(always)]
+const fn spread_bits(b: u32) -> u32 {
+    ((b & 0xF) * 0x0020_4081) & 0x0101_0101
+}
+
+/// The unsigned nibbles of a 32-weight block's `qs` (see [`nibble`]) as value words: word `w`
+/// holds weights `4w .. 4w + 4`, the low nibbles of `qs` for words 0-3 and the high ones for
+/// words 4-7.
+#[inline(always)]
+fn nibble_words(qs: &[u8; QK / 2]) -> [u32; 8] {
+    core::array::from_fn(|w| (le_word(qs, 4 * (w % 4)) >> (4 * (w / 4))) & LOW_NIBBLES)
+}
+
+/// [`nibble_words`] with each weight's fifth bit, bit `j` of `qh` (see [`five_bits`]).
+#[inline(always)]
+fn five_bit_words(qs: &[u8; QK / 2], qh: [u8; 4]) -> [u32; 8] {
+    let (nibbles, high) = (nibble_words(qs), u32::from_le_bytes(qh));
+    core::array::from_fn(|w| nibbles[w] | spread_bits(high >> (4 * w)) << 4)
 }
 
 /// One scale for both halves and no offset.
@@ -443,12 +504,37 @@ pub const fn six_bits(ql: &[u8; QK_K / 2], qh: &[u8; QK_K / 4], e: usize) -> u8 
     low | (high << 4)
 }
 
+/// The 2-bit levels of sub-blocks `2c, 2c + 1` of a q2_K/q3_K super-block as value words
+/// ([`two_bits`] of weights `32c ..`: bits `2g..2g+2` of the 32 bytes `qs[32·half ..]`, for
+/// `c = 4·half + g`), read in 16-bit loads.
+#[inline(always)]
+fn two_bit_words(qs: &[u8; QK_K / 4], c: usize) -> [u32; 8] {
+    let (half, group) = (c / 4, c % 4);
+    // SAFETY: qs sits at an even offset of its 2-aligned block (16 in q2_K, 32 in q3_K);
+    // 32·half + 4w + 4 ≤ 64.
+    core::array::from_fn(|w| (unsafe { le_word_in_place(qs, 32 * half + 4 * w) } >> (2 * group)) & 0x0303_0303)
+}
+
+/// The signed 6-bit levels (`six_bits − 32`) of sub-blocks `2c, 2c + 1` of a q6_K super-block
+/// as value words: for `c = 4n + g`, the 32 bytes `ql[64n + 32·(g % 2) ..]` give 4 bits each
+/// (nibble `g / 2`), the 32 bytes `qh[32n ..]` 2 more (bits `2g..2g+2`), read in 16-bit loads.
+#[inline(always)]
+fn six_bit_words(ql: &[u8; QK_K / 2], qh: &[u8; QK_K / 4], c: usize) -> [u32; 8] {
+    let (n, g) = (c / 4, c % 4);
+    core::array::from_fn(|w| {
+        // SAFETY: ql and qh sit at offsets 0 and 128 of the 2-aligned block; the words lie
+        // inside them (64n + 32 + 4w + 4 ≤ 128, 32n + 4w + 4 ≤ 64).
+        let (low, high) = unsafe { (le_word_in_place(ql, 64 * n + 32 * (g % 2) + 4 * w), le_word_in_place(qh, 32 * n + 4 * w)) };
+        minus_per_byte((low >> (4 * (g / 2))) & LOW_NIBBLES | ((high >> (2 * g)) & 0x0303_0303) << 4, 32)
+    })
+}
+
 impl BlockFormat for BlockQ4_0 {
     const FORMAT: GgufFormat = GgufFormat::Q4_0;
     const HAS_OFFSET: bool = false;
     #[inline(always)]
     fn chunk(&self, _: usize) -> Chunk {
-        scaled(pack_values(|j| nibble(&self.qs, j) as i8 - 8), half_to_f32(self.d))
+        scaled(nibble_words(&self.qs).map(|v| minus_per_byte(v, 8)), half_to_f32(self.d))
     }
 }
 
@@ -458,7 +544,7 @@ impl BlockFormat for BlockQ4_1 {
     #[inline(always)]
     fn chunk(&self, _: usize) -> Chunk {
         let (d, m) = (half_to_f32(self.d), half_to_f32(self.m));
-        Chunk { values: pack_values(|j| nibble(&self.qs, j) as i8), scale: [d, d], offset: [m, m] }
+        Chunk { values: nibble_words(&self.qs), scale: [d, d], offset: [m, m] }
     }
 }
 
@@ -467,7 +553,7 @@ impl BlockFormat for BlockQ5_0 {
     const HAS_OFFSET: bool = false;
     #[inline(always)]
     fn chunk(&self, _: usize) -> Chunk {
-        scaled(pack_values(|j| five_bits(&self.qs, self.qh, j) as i8 - 16), half_to_f32(self.d))
+        scaled(five_bit_words(&self.qs, self.qh).map(|v| minus_per_byte(v, 16)), half_to_f32(self.d))
     }
 }
 
@@ -477,7 +563,7 @@ impl BlockFormat for BlockQ5_1 {
     #[inline(always)]
     fn chunk(&self, _: usize) -> Chunk {
         let (d, m) = (half_to_f32(self.d), half_to_f32(self.m));
-        Chunk { values: pack_values(|j| five_bits(&self.qs, self.qh, j) as i8), scale: [d, d], offset: [m, m] }
+        Chunk { values: five_bit_words(&self.qs, self.qh), scale: [d, d], offset: [m, m] }
     }
 }
 
@@ -486,7 +572,7 @@ impl BlockFormat for BlockQ8_0 {
     const HAS_OFFSET: bool = false;
     #[inline(always)]
     fn chunk(&self, _: usize) -> Chunk {
-        scaled(pack_values(|j| self.qs[j]), half_to_f32(self.d))
+        scaled(signed_byte_words(&self.qs), half_to_f32(self.d))
     }
 }
 
@@ -499,7 +585,7 @@ impl BlockFormat for BlockQ2K {
         let (d, min) = (half_to_f32(self.d), half_to_f32(self.dmin));
         let (s0, s1) = (self.scales[2 * c], self.scales[2 * c + 1]);
         Chunk {
-            values: pack_values(|j| two_bits(&self.qs, 32 * c + j) as i8),
+            values: two_bit_words(&self.qs, c),
             scale: [d * (s0 & 0xF) as f32, d * (s1 & 0xF) as f32],
             offset: [-(min * (s0 >> 4) as f32), -(min * (s1 >> 4) as f32)],
         }
@@ -513,10 +599,14 @@ impl BlockFormat for BlockQ3K {
     #[inline(always)]
     fn chunk(&self, c: usize) -> Chunk {
         let d = half_to_f32(self.d);
+        // The high bit of weight 32c + j is bit c of hmask[j] (see `bit_plane`); with it the
+        // level is two_bits + 4·hbit − 4.
+        let levels = two_bit_words(&self.qs, c);
         Chunk {
-            values: pack_values(|j| {
-                let e = 32 * c + j;
-                two_bits(&self.qs, e) as i8 - if bit_plane(&self.hmask, e) { 0 } else { 4 }
+            values: core::array::from_fn(|w| {
+                // SAFETY: hmask is the first field of the 2-aligned block; 4w + 4 ≤ 32.
+                let high = (unsafe { le_word_in_place(&self.hmask, 4 * w) } >> c) & 0x0101_0101;
+                minus_per_byte(levels[w] | high << 2, 4)
             }),
             scale: [d * scale_q3k(2 * c, &self.scales) as f32, d * scale_q3k(2 * c + 1, &self.scales) as f32],
             offset: [0.0, 0.0],
@@ -569,7 +659,7 @@ impl BlockFormat for BlockQ6K {
     fn chunk(&self, c: usize) -> Chunk {
         let d = half_to_f32(self.d);
         Chunk {
-            values: pack_values(|j| six_bits(&self.ql, &self.qh, 32 * c + j) as i8 - 32),
+            values: six_bit_words(&self.ql, &self.qh, c),
             scale: [d * self.scales[2 * c] as f32, d * self.scales[2 * c + 1] as f32],
             offset: [0.0, 0.0],
         }

@@ -217,17 +217,6 @@ pub unsafe fn load_global_u32x4(ptr: *const u32) -> [u32; 4] {
     [x, y, z, w]
 }
 
-/// `prefetch.global.L2`: asks for the 128-byte line holding `ptr` to be brought into L2, and
-/// goes on at once (no register is written, nothing waits for it). A kernel that will read a
-/// region soon issues these ahead, so that its loads then hit L2 instead of waiting for DRAM.
-///
-/// Safety: `ptr` points into a global allocation (the kernels pass only addresses of bytes
-/// they are allowed to read).
-#[inline(always)]
-pub unsafe fn prefetch_l2(ptr: *const u8) {
-    asm!("prefetch.global.L2 [{a}];", a = in(reg64) ptr, options(nostack, readonly, preserves_flags));
-}
-
 /// Returns `x` unchanged, hidden from the optimizer. An `asm!` without `pure` counts as having
 /// side effects, so LLVM neither hoists it out of a loop nor merges two of them. Used on loop
 /// inputs of address arithmetic: the few integer instructions are then recomputed each k-step

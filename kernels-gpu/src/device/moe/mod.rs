@@ -60,7 +60,7 @@
 
 use crate::abi::{moe_params_entry, MoeParams};
 use crate::device::ptx::{
-    ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, prefetch_l2, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
+    ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
     thread_idx_x,
 };
 use crate::device::BUILD_CONFIG;
@@ -79,14 +79,6 @@ const LANES: u32 = 32;
 const STEP_CHUNKS: usize = MOE_CHUNKS_PER_STEP as usize;
 /// Words of q8_1 values per chunk.
 const CHUNK_WORDS: usize = QK / 4;
-
-/// K steps of weights the decode tile asks L2 for ahead of decoding them
-/// ([`prefetch_weight_step`]): two steps of a block's 16 rows are 18-35 KB (q4_0 to q8_0), so
-/// an SM's four blocks keep 70-140 KB of reads in flight, which covers the DRAM latency at the
-/// SM's share of the bandwidth (about 25 KB at 4.8 TB/s and 700 ns over 132 SMs) with room for
-/// the blocks that are between steps; and the prefetched lines of all SMs (10-18 MB) sit well
-/// inside a 40-60 MB L2, so none is evicted before its step reads it.
-const DECODE_PREFETCH_STEPS: usize = 2;
 
 /// 16 bytes, for vector loads and stores (`ld.v4.u32`): the alignment tells LLVM it may.
 #[derive(Clone, Copy)]
@@ -360,36 +352,6 @@ unsafe fn weight_chunk<B: BlockFormat>(row: *const u8, kc: usize) -> Chunk {
     B::chunk_at(row.add(kc / chunks_per_block * core::mem::size_of::<B>()) as *const B, kc % chunks_per_block)
 }
 
-/// Bytes of a cache line, the unit [`prefetch_l2`] fetches.
-const LINE_BYTES: usize = 128;
-
-/// Asks L2 for the weight bytes of chunks `chunk0 .. chunk0 + chunks` of `rows` consecutive
-/// weight rows starting at `first_row`, the lines spread over the block's threads
-/// (`prefetch.global.L2`: no register, no wait). Issued a step or two before the step is
-/// decoded, so that the decode's loads hit L2: a block then has its next steps' DRAM reads in
-/// flight while it stages activations, waits at barriers and multiplies, instead of starting
-/// each step's reads only when it needs them. `chunk0` starts a block of `B` (every K step
-/// does: a step is a whole number of blocks), so the bytes are `⌈chunks / chunks per block⌉`
-/// whole blocks from `chunk0`'s.
-///
-/// Safety: the rows lie in the weights buffer, with chunks `chunk0 .. chunk0 + chunks` inside
-/// them (`chunks ≥ 1`); every thread of the block calls it with the same arguments but `tid`.
-#[inline(always)]
-unsafe fn prefetch_weight_step<B: BlockFormat>(first_row: *const u8, row_bytes: usize, rows: usize, chunk0: usize, chunks: usize, tid: usize, threads: usize) {
-    let chunks_per_block = B::FORMAT.block_elements() / QK;
-    let start = chunk0 / chunks_per_block * core::mem::size_of::<B>();
-    let len = chunks.div_ceil(chunks_per_block) * core::mem::size_of::<B>();
-    // Every line the bytes touch: one address per 128 bytes from the start, and the last byte
-    // (the start need not be line-aligned, so the bytes may touch one line more).
-    let lines = len.div_ceil(LINE_BYTES) + 1;
-    let mut piece = tid;
-    while piece < rows * lines {
-        let (r, line) = (piece / lines, piece % lines);
-        prefetch_l2(first_row.add(r * row_bytes + start + (line * LINE_BYTES).min(len - 1)));
-        piece += threads;
-    }
-}
-
 /// The activation row (of `x_q`) that slot `slot` reads.
 #[inline(always)]
 fn x_row_of_slot(p: &MoeParams, slot: usize) -> usize {
@@ -397,7 +359,8 @@ fn x_row_of_slot(p: &MoeParams, slot: usize) -> usize {
 }
 
 /// The matmul of one gathered tile (see the module docs). Shared memory: the step's q8_1
-/// values `[ROWS][32 chunks][8 words]`, their scales `[ROWS][32]`, the rows' slots `[ROWS]`.
+/// values `[ROWS][32 chunks][8 words]`, their scales `[ROWS][32]`, the rows' slots `[ROWS]`
+/// and activation rows `[ROWS]`.
 ///
 /// Safety: launched by the host after `quantize` and `route` on the same stream, with
 /// `THREADS = 32 · WARPS` threads, `ROWS · MOE_SMEM_BYTES_PER_ROW` bytes of dynamic shared
@@ -417,27 +380,18 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
     let words_per_row = p.k as usize / 4;
     let row_bytes = p.row_bytes as usize;
     let expert_weights = p.weights.ptr().add(expert as usize * p.expert_bytes as usize);
-    let block_feature0 = block_idx_y() as usize * WARPS * FEATURES;
-    let feature0 = block_feature0 + warp * FEATURES;
-    // The block's weight rows, and their first DECODE_PREFETCH_STEPS steps asked of L2 before
-    // anything else (see `prefetch_weight_step`); each step asks for the one that many ahead.
-    let block_rows = (WARPS * FEATURES).min(p.n as usize - block_feature0);
-    let block_weights = expert_weights.add(block_feature0 * row_bytes);
-    let prefetch_step = |step: usize| {
-        if step * STEP_CHUNKS < k_chunks {
-            let chunk0 = step * STEP_CHUNKS;
-            prefetch_weight_step::<B>(block_weights, row_bytes, block_rows, chunk0, STEP_CHUNKS.min(k_chunks - chunk0), tid, threads);
-        }
-    };
-    for step in 0..DECODE_PREFETCH_STEPS {
-        prefetch_step(step);
-    }
+    let feature0 = block_idx_y() as usize * WARPS * FEATURES + warp * FEATURES;
 
     let smem_q = dynamic_smem() as *mut u32;
     let smem_d = smem_q.add(ROWS * STEP_CHUNKS * CHUNK_WORDS) as *mut f32;
     let smem_slot = smem_d.add(ROWS * STEP_CHUNKS) as *mut u32;
+    // Each row's activation row too, found once here rather than by a division in every
+    // staging copy.
+    let smem_x_row = smem_slot.add(ROWS);
     if tid < rows {
-        *smem_slot.add(tid) = *p.slot_list.ptr().add(first_row as usize + tid);
+        let slot = *p.slot_list.ptr().add(first_row as usize + tid);
+        *smem_slot.add(tid) = slot;
+        *smem_x_row.add(tid) = x_row_of_slot(p, slot as usize) as u32;
     }
     sync_threads();
 
@@ -445,15 +399,13 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
 
     let mut step = 0;
     while step * STEP_CHUNKS < k_chunks {
-        prefetch_step(step + DECODE_PREFETCH_STEPS);
         // Stage the step: ROWS × 32 chunks × two 16-byte halves.
         let mut piece = tid;
         while piece < ROWS * STEP_CHUNKS * 2 {
             let (r, c, half) = (piece / (2 * STEP_CHUNKS), piece / 2 % STEP_CHUNKS, piece % 2);
             let kc = step * STEP_CHUNKS + c;
             if r < rows && kc < k_chunks {
-                let slot = *smem_slot.add(r) as usize;
-                let x_row = x_row_of_slot(p, slot);
+                let x_row = *smem_x_row.add(r) as usize;
                 let src = p.x_q.ptr().add(x_row * words_per_row + kc * CHUNK_WORDS + half * 4) as *const Words4;
                 *(smem_q.add((r * STEP_CHUNKS + c) * CHUNK_WORDS + half * 4) as *mut Words4) = *src;
                 if half == 0 {
@@ -630,17 +582,10 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
     let mut acc = [[[0f32; 4]; ROWS]; FEATURES];
 
     let row_bytes = p.row_bytes as usize;
-    let block_rows = block_features.min(n - feature_base);
-    let block_weights = expert_weights.add(feature_base * row_bytes);
 
     let mut chunk0 = 0;
     while chunk0 < k_chunks {
         let step_chunks = STEP.min(k_chunks - chunk0);
-        // The next step's weights, asked of L2 a whole step before they are decoded.
-        let next = chunk0 + STEP;
-        if next < k_chunks {
-            prefetch_weight_step::<B>(block_weights, row_bytes, block_rows, next, STEP.min(k_chunks - next), tid, threads);
-        }
         // Decode the step's weights: feature f, chunk c (8 neighbouring threads read one
         // feature's consecutive blocks), `FEATURES / 4` chunks per thread (at most STEP: the
         // config check allows at most 32 features per warp). The chunks of a batch are all
