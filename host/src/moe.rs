@@ -292,6 +292,12 @@ impl MulMatId {
     /// The workspace's parts (after checking the shape).
     pub fn workspace_layout(&self) -> Result<MoeWorkspaceLayout> {
         self.buffer_lengths()?;
+        self.layout_of_checked_shape()
+    }
+
+    /// [`workspace_layout`](Self::workspace_layout) of a shape [`buffer_lengths`](Self::buffer_lengths)
+    /// has already accepted.
+    fn layout_of_checked_shape(&self) -> Result<MoeWorkspaceLayout> {
         let overflow = || Error::invalid("tokens", self.tokens, "the workspace size overflows usize");
         let x_values = self.tokens.checked_mul(self.x_rows()).and_then(|r| r.checked_mul(self.k)).ok_or_else(overflow)?;
         let mut at = 0usize;
@@ -319,7 +325,7 @@ impl MulMatId {
     /// launches.
     pub fn plan(&self, x_flags: u32, buffers: &MoeBuffers, config: &MoeArchConfig) -> Result<MoePlan> {
         let lens = self.check_buffers(buffers.weights.1, buffers.x.1, buffers.ids.1, buffers.y.1)?;
-        let layout = self.workspace_layout()?;
+        let layout = self.layout_of_checked_shape()?;
         if buffers.workspace.1 < layout.bytes {
             return Err(Error::BufferTooSmall { name: "workspace", len: buffers.workspace.1, required: layout.bytes });
         }
