@@ -288,13 +288,14 @@ const SM80_TILES: [AttentionTile; 10] = [
 ///   (128 rows), two blocks per SM (255 registers each). A K or V fragment read from shared
 ///   memory serves both row tiles (4 MMAs instead of 2), which takes the kernel off the shared
 ///   memory bound of one-tile warps (benches/results/NOTES.md). Two tiles hold 160-192
-///   accumulator registers, so the key tiles are 32 keys (48 at head 64) and Q is re-read from
-///   shared memory; 64-key tiles spilled at heads 112 and 128 (ptxas 12.9).
+///   accumulator registers, so the key tiles are 32 keys (64 at heads 64 and 80) and Q is
+///   re-read from shared memory; 64-key tiles spill at heads 96 to 128 (ptxas 12.9: 16 bytes
+///   at 96, 176-304 at 112 and 128).
 /// - Heads 192 and 256, 320/256, 576/512: one tile per warp (two would not fit the register
 ///   file at D_v ≥ 256), 8 warps where the shared memory allows, one block per SM.
 const HOPPER_TILES: [AttentionTile; 10] = [
-    tile(2, 4, 1, 48, 3, false, 2),  // 64: 58.5 KB
-    tile(2, 4, 1, 32, 3, false, 2),  // 80: 55.0 KB
+    tile(2, 4, 1, 64, 3, false, 2),  // 64: 72.0 KB
+    tile(2, 4, 1, 64, 3, false, 2),  // 80: 88.0 KB
     tile(2, 4, 1, 32, 3, false, 2),  // 96: 65.0 KB
     tile(2, 4, 1, 32, 3, false, 2),  // 112: 75.0 KB
     tile(2, 4, 1, 32, 3, false, 2),  // 128: 85.0 KB

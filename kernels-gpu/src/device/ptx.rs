@@ -475,11 +475,20 @@ pub fn f16_to_f32(h: u32) -> f32 {
     out
 }
 
+/// `cvt.rn.{f16,bf16}x2.f32` (one instruction for two values) exists from sm_80 on.
+const HAS_PAIR_CONVERT: bool = super::BUILD_CONFIG.sm() >= 80;
+
 /// Two f32 to two f16, rounded to nearest even, packed: `lo` in the low half.
 #[inline(always)]
 pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
+    if HAS_PAIR_CONVERT {
+        let out: u32;
+        // SAFETY: register-only. The first source goes to the upper half.
+        unsafe { asm!("cvt.rn.f16x2.f32 {o}, {h}, {l};", o = out(reg32) out, h = in(reg32) hi, l = in(reg32) lo, options(pure, nomem, nostack)) };
+        return out;
+    }
     let (l, h): (u16, u16);
-    // SAFETY: register-only. (`cvt.rn.f16x2.f32` is sm_80+; this form runs everywhere.)
+    // SAFETY: register-only.
     unsafe {
         asm!("cvt.rn.f16.f32 {l}, {x};", l = out(reg16) l, x = in(reg32) lo, options(pure, nomem, nostack));
         asm!("cvt.rn.f16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) hi, options(pure, nomem, nostack));
@@ -488,7 +497,7 @@ pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
 }
 
 /// Two f32 to two bf16, rounded to nearest even (NaN stays NaN), packed: `lo` in the low
-/// half. Integer arithmetic, so it runs on every architecture (`cvt.rn.bf16` is sm_80+).
+/// half. One instruction from sm_80 on; integer arithmetic before (`cvt.rn.bf16` is sm_80+).
 #[inline(always)]
 pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
     #[inline(always)]
@@ -498,6 +507,12 @@ pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
             return (bits >> 16) | 0x40;
         }
         bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16
+    }
+    if HAS_PAIR_CONVERT {
+        let out: u32;
+        // SAFETY: register-only. The first source goes to the upper half.
+        unsafe { asm!("cvt.rn.bf16x2.f32 {o}, {h}, {l};", o = out(reg32) out, h = in(reg32) hi, l = in(reg32) lo, options(pure, nomem, nostack)) };
+        return out;
     }
     round(lo) | round(hi) << 16
 }

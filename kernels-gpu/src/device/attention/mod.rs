@@ -4,10 +4,20 @@
 //! The scores `S = Q·Kᵀ` of a block's query rows are never stored: the keys are walked in
 //! tiles of `BK`, and for each tile the block computes that tile's scores, turns them into
 //! probabilities against the running row maximum `m`, and adds `P·V` to an output accumulator.
-//! When a new tile raises a row's maximum from `m` to `m'`, the row's accumulator and its
-//! running denominator `l` are rescaled by `2^(m − m')` (scores are kept in log2 units, so
-//! every exponential is one `ex2`). At the end the row is divided by `l`, and its log-sum-exp
-//! is `m + log2 l` (converted to natural log).
+//! Probabilities are taken against a per-row reference maximum `m` (scores in log2 units, so
+//! every exponential is one `ex2`). When a tile's maximum `m'` exceeds `m` by more than
+//! [`RESCALE_SLACK`], the row's accumulator and running denominator `l` are rescaled by
+//! `2^(m − m')` and `m'` becomes the reference; below that the stale reference is kept
+//! (probabilities up to `2^RESCALE_SLACK`, exact all the same: numerator and denominator share
+//! it), so after a row's first tiles almost no tile pays for a rescale. At the end the row is
+//! divided by `l`, and its log-sum-exp is `m + log2 l` (converted to natural log).
+//!
+//! ## Instructions per key tile
+//! Besides its matrix instructions a warp spends, per tile: one 64-bit add and one `cp.async`
+//! per 16-byte chunk it copies; the row maxima (a shuffle pair per row) and one vote; one
+//! FFMA + `ex2` + add per score (the softmax scale is folded into the exponent on tiles no
+//! mask or bound cuts); one conversion per pair of probabilities. Each of these was once
+//! several times larger (benches/results/NOTES.md: 'Attention: issue-bound').
 //!
 //! ## Rows, warps and fragments
 //! A block owns `ROWS = 16 · M_TILES · ROW_WARPS` *rows*; a row is a (query position, query
@@ -64,7 +74,7 @@
 mod merge;
 
 use super::ptx::{
-    block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32, ldmatrix_x4,
+    ballot, block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32, fma, ldmatrix_x4,
     ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2, pack_f16x2, rcp, shared_address, shfl_idx,
     shfl_xor_f32, sync_threads, thread_idx_x,
 };
@@ -76,6 +86,11 @@ use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED,
 const PAD: usize = ATTENTION_SMEM_PAD as usize;
 const LOG2E: f32 = core::f32::consts::LOG2_E;
 const LN2: f32 = core::f32::consts::LN_2;
+/// How far (log2 units) a tile's row maximum may exceed the row's reference maximum before
+/// the accumulators are rescaled (see the online softmax in [`forward`]): probabilities then
+/// stay below 2^8 = 256, exact enough in f16 and bf16 and far from overflow in f32 sums, and
+/// after a row's first tiles a rescale is rare.
+const RESCALE_SLACK: f32 = 8.0;
 
 /// Matrix paths as const-generic values.
 const PATH_MMA16816: u8 = 0;
@@ -283,6 +298,51 @@ unsafe fn copy_rows<const ROWS: usize, const D: usize, const THREADS: usize>(dst
     }
 }
 
+/// Copies a K or V tile of `BK` consecutive keys (16-byte aligned rows, not paged) into
+/// shared memory: `first` is the global address of the tile's first key row, `seq_stride`
+/// the elements from one key to the next, `keys` how many of the tile's keys exist (1 to
+/// `BK`). Thread `i` copies chunk `i % (D/8)` of row `i / (D/8)`, then `THREADS` chunks
+/// further. Where a pass of `THREADS` chunks covers whole rows (`D/8` divides `THREADS`: heads
+/// 64, 128, 256, 512) a thread's rows are `THREADS / (D/8)` apart, so its source address moves
+/// by one 64-bit add per pass; otherwise each pass finds its row and chunk anew. A row past the
+/// sequence is zero-filled (with `cp.async`, a source size of 0, its address replaced by the
+/// first row's: nothing is read), so no branch sits in the copy.
+///
+/// Safety: rows `0 .. keys` of `first` have `D` readable elements, 16-byte aligned; `dst`
+/// holds `BK × (D + PAD)` elements of this block's shared memory.
+#[inline(always)]
+unsafe fn copy_key_tile<const BK: usize, const D: usize, const THREADS: usize>(dst: Shared, first: *const u16, seq_stride: usize, keys: usize) {
+    let chunks_per_row = D / 8;
+    let chunks = BK * chunks_per_row;
+    // Hidden from the optimizer: each pass's row and chunk would otherwise be computed once,
+    // before the main loop, and kept live in registers the accumulators need.
+    let tid = opaque(thread_idx_x()) as usize;
+    let whole_rows = THREADS % chunks_per_row == 0;
+    let rows_per_pass = THREADS / chunks_per_row;
+    let (r0, c0) = (tid / chunks_per_row, tid % chunks_per_row);
+    let mut from = first.wrapping_add(r0 * seq_stride + c0 * 8);
+    for pass in 0..chunks.div_ceil(THREADS) {
+        let i = tid + pass * THREADS;
+        if chunks % THREADS == 0 || i < chunks {
+            let (r, c) = if whole_rows { (r0 + pass * rows_per_pass, c0) } else { (i / chunks_per_row, i % chunks_per_row) };
+            if !whole_rows {
+                from = first.wrapping_add(r * seq_stride + c * 8);
+            }
+            let inside = (r as u32) < keys as u32;
+            let source = if inside { from } else { first };
+            let to = dst.offset(r * (D + PAD) + c * 8);
+            if HAS_CP_ASYNC {
+                cp_async_16(to.addr, source.cast(), if inside { 16 } else { 0 });
+            } else {
+                *to.ptr.cast::<Chunk>() = if inside { *source.cast::<Chunk>() } else { Chunk([0; 4]) };
+            }
+        }
+        if whole_rows {
+            from = from.wrapping_add(rows_per_pass * seq_stride);
+        }
+    }
+}
+
 /// Where a block's sequence lies: its first query and key rows in the tensors, and lengths.
 struct Sequence {
     q_start: usize,
@@ -414,9 +474,19 @@ unsafe fn forward<
     // The copy's inputs are hidden from the optimizer (`opaque`), so that each tile's row
     // addresses are computed when the tile is copied instead of once, before the main loop,
     // and kept live in registers the accumulators need.
+    let contiguous = vector && flags & PAGED == 0;
     let load_tile = |tile: usize, stage: usize| {
         let j0 = tile * BK;
         let (k_base, v_base) = (opaque(p.k.ptr() as u64) as *const u16, opaque(p.v.ptr() as u64) as *const u16);
+        if contiguous {
+            // The common case: one address per tile and tensor, a multiply-add per chunk.
+            let keys = (seq.len_k - j0).min(BK);
+            let first_k = key_row(j0, k_base, p.k_batch_stride as usize, p.k_seq_stride as usize, p.k_head_stride as usize);
+            let first_v = key_row(j0, v_base, p.v_batch_stride as usize, p.v_seq_stride as usize, p.v_head_stride as usize);
+            copy_key_tile::<BK, DK, THREADS>(k_smem(stage).opaque(), first_k, opaque(p.k_seq_stride) as usize, keys);
+            copy_key_tile::<BK, DV, THREADS>(v_smem(stage).opaque(), first_v, opaque(p.v_seq_stride) as usize, keys);
+            return;
+        }
         copy_rows::<BK, DK, THREADS>(k_smem(stage).opaque(), vector, |r| {
             let j = j0 + r;
             if j < seq.len_k {
@@ -465,7 +535,8 @@ unsafe fn forward<
     let mut m_run = [[f32::NEG_INFINITY; 2]; M_TILES];
     let mut l_run = [[0f32; 2]; M_TILES];
     let scale_log2 = p.scale * LOG2E;
-    let general = flags & (MASK | ALIBI | SOFTCAP) != 0;
+    // The raw-score path multiplies maxima by the scale, which must then be positive.
+    let general = flags & (MASK | ALIBI | SOFTCAP) != 0 || !(p.scale > 0.0);
     let inv_cap = if flags & SOFTCAP != 0 { 1.0 / p.softcap } else { 0.0 };
 
     let mut stage = 0;
@@ -531,15 +602,11 @@ unsafe fn forward<
             let uncut = j0 + BK <= seq.len_k
                 && (right < 0 || (j0 + BK - 1) as i64 <= q_first + diag_offset + right)
                 && (left < 0 || j0 as i64 >= q_last + diag_offset - left);
-            if uncut && !general {
-                for mt in 0..M_TILES {
-                    for nt in 0..S_TILES {
-                        for e in 0..4 {
-                            s[mt][nt][e] *= scale_log2;
-                        }
-                    }
-                }
-            } else {
+            // A tile that nothing cuts or biases keeps its raw products: the scale joins them in
+            // the exponent below (one FFMA each instead of a multiply, then a subtraction).
+            let raw = uncut && !general;
+            let score_scale = if raw { scale_log2 } else { 1.0 };
+            if !raw {
                 // One pass per feature, each behind a block-uniform test, and no branch inside a
                 // pass: every score carries the same straight-line code, in 32-bit integers
                 // (a chain of per-element branches, or 64-bit compares, cost ptxas registers
@@ -612,7 +679,15 @@ unsafe fn forward<
                 }
             }
 
-            // ---- Online softmax: new row maxima, rescale, probabilities ----
+            // ---- Online softmax: row maxima, a lazy rescale, probabilities ----
+            // `m_run` is each row's reference maximum (log2 units): its probabilities are
+            // `2^(x − m_run)`. It moves only when a tile's maximum exceeds it by more than
+            // `RESCALE_SLACK`, and then the whole warp rescales its accumulators together
+            // (a warp-uniform branch); otherwise the tile costs no rescale at all. Numerator and
+            // denominator share the reference, so the result is the same; a probability is at
+            // most `2^RESCALE_SLACK`, far inside f16's range.
+            let mut tile_max = [[f32::NEG_INFINITY; 2]; M_TILES];
+            let mut stale = false;
             for mt in 0..M_TILES {
                 for half in 0..2 {
                     let mut mx = f32::NEG_INFINITY;
@@ -621,20 +696,35 @@ unsafe fn forward<
                     }
                     mx = mx.max(shfl_xor_f32(mx, 1));
                     mx = mx.max(shfl_xor_f32(mx, 2));
-                    let m_new = m_run[mt][half].max(mx);
+                    // score_scale > 0 (the host's scale is positive on the raw path).
+                    tile_max[mt][half] = mx * score_scale;
+                    stale |= tile_max[mt][half] > m_run[mt][half] + RESCALE_SLACK;
+                }
+            }
+            if ballot(stale) != 0 {
+                for mt in 0..M_TILES {
+                    for half in 0..2 {
+                        let old = m_run[mt][half];
+                        let new = if tile_max[mt][half] > old + RESCALE_SLACK { tile_max[mt][half] } else { old };
+                        // A row that keeps its reference (−inf included) is multiplied by 1.
+                        let correction = if new == old { 1.0 } else { exp2(old - new) };
+                        m_run[mt][half] = new;
+                        l_run[mt][half] *= correction;
+                        for ot in 0..O_TILES {
+                            o_acc[mt][ot][2 * half] *= correction;
+                            o_acc[mt][ot][2 * half + 1] *= correction;
+                        }
+                    }
+                }
+            }
+            for mt in 0..M_TILES {
+                for half in 0..2 {
                     // A row that has seen no visible key yet keeps 0 as its reference, so that
                     // exp2(−inf − reference) is 0, not NaN.
-                    let reference = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
-                    let correction = exp2(m_run[mt][half] - reference);
-                    m_run[mt][half] = m_new;
-                    l_run[mt][half] *= correction;
-                    for ot in 0..O_TILES {
-                        o_acc[mt][ot][2 * half] *= correction;
-                        o_acc[mt][ot][2 * half + 1] *= correction;
-                    }
+                    let reference = if m_run[mt][half] == f32::NEG_INFINITY { 0.0 } else { m_run[mt][half] };
                     for nt in 0..S_TILES {
                         for e in 0..2 {
-                            let prob = exp2(s[mt][nt][2 * half + e] - reference);
+                            let prob = exp2(fma(s[mt][nt][2 * half + e], score_scale, -reference));
                             s[mt][nt][2 * half + e] = prob;
                             l_run[mt][half] += prob;
                         }
