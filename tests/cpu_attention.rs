@@ -9,7 +9,7 @@ use cukernels::{
 use cukernels_tests::attention_ref::{attention_reference, AttentionInputs};
 
 #[test]
-fn every_architecture_has_a_fitting_tile_for_every_head_size() {
+fn every_architecture_has_fitting_prefill_and_decode_tiles_for_every_head_size() {
     for row in ATTENTION_CONFIGS {
         let l = row.arch.limits();
         for head in AttentionHead::ALL {
@@ -17,8 +17,13 @@ fn every_architecture_has_a_fitting_tile_for_every_head_size() {
             t.check(row.arch, head).unwrap();
             assert!(t.smem_bytes(head) <= l.max_smem_per_block, "{} head {}", row.arch, head.name());
             assert_eq!(head.dv() % (16 * t.dv_split), 0);
+            let d = row.decode_tile(head);
+            d.check(row.arch, head).unwrap();
+            assert_eq!((d.rows(), head.dv() % (16 * d.dv_split)), (16, 0), "{} head {}", row.arch, head.name());
             for dtype in AttentionDtype::ALL {
-                assert!(ATTENTION_KERNELS.iter().any(|k| k.head == Some(head) && k.dtype == dtype));
+                for decode in [false, true] {
+                    assert!(ATTENTION_KERNELS.iter().any(|k| k.head == Some(head) && k.dtype == dtype && k.decode == decode));
+                }
             }
         }
     }
@@ -129,15 +134,24 @@ fn bad_input_is_a_typed_error_naming_the_argument() {
 #[test]
 fn decode_packs_query_heads_and_splits_the_keys() {
     // One sequence, GQA 4, 16k keys: 8 blocks of packed heads would leave an H200 idle.
+    // Its 4 rows per KV head fit the decode tile: one 16-row tile, 4 warps of 32 columns.
+    let row = attention_config(Arch::Sm90);
     let p = plan(&Attention::new(1, 1, 16384, 32, 8, 128)).unwrap();
     assert_eq!(p.heads_packed, 4);
+    assert!(p.decode && p.block == row.decode_tile(AttentionHead::D128).threads(), "{p:?}");
+    assert_eq!(p.smem_bytes, row.decode_tile(AttentionHead::D128).smem_bytes(AttentionHead::D128));
     assert!(p.splits > 1 && p.grid.0 * p.grid.1 * p.grid.2 >= 132, "{p:?}");
-    // Prefill fills the GPU by itself: no packing, no split.
+    // Prefill fills the GPU by itself: no packing, no split, the prefill tile.
     let p = plan(&Attention::new(4, 4096, 4096, 32, 8, 128)).unwrap();
-    assert_eq!((p.heads_packed, p.splits), (1, 1));
-    // GQA 32 with 4 queries: 128 rows do not fit one block's 64; 16 heads are packed.
+    assert_eq!((p.heads_packed, p.splits, p.decode), (1, 1, false));
+    assert_eq!(p.block, row.tile(AttentionHead::D128).threads());
+    // GQA 32 with 4 queries: 128 rows do not fit one block's 64; 16 heads are packed, 64 rows:
+    // more than a decode tile holds.
     let p = plan(&Attention::new(1, 4, 8192, 64, 2, 128)).unwrap();
-    assert_eq!(p.heads_packed, 16);
+    assert_eq!((p.heads_packed, p.decode), (16, false));
+    // 16 query positions of one head (no GQA) still fit the decode tile; 17 do not.
+    assert!(plan(&Attention::new(2, 16, 4096, 8, 8, 64)).unwrap().decode);
+    assert!(!plan(&Attention::new(2, 17, 4096, 8, 8, 64)).unwrap().decode);
     // Short keys are not split below MIN_KEY_TILES_PER_SPLIT tiles per split.
     let p = plan(&Attention::new(1, 1, 64, 8, 8, 128)).unwrap();
     assert_eq!(p.splits, 1);

@@ -227,6 +227,8 @@ fn every_head_size_causal_and_not_with_gqa() {
     for (dk, dv) in [(64, 64), (80, 80), (96, 96), (112, 112), (128, 128), (192, 192), (256, 256), (192, 128), (320, 256), (576, 512)] {
         cases.push(Case::new(format!("head {dk}/{dv}, 113×113, GQA 2"), Attention::new(2, 113, 113, 4, 2, dk).head_dim_v(dv)));
         cases.push(Case::new(format!("head {dk}/{dv}, causal 17×113, MQA"), Attention::new(1, 17, 113, 3, 1, dk).head_dim_v(dv).causal().with_lse()));
+        // 3 positions × 4 packed heads: the decode tile, its keys split over blocks.
+        cases.push(Case::new(format!("head {dk}/{dv}, decode causal 3×300, GQA 4"), Attention::new(2, 3, 300, 8, 2, dk).head_dim_v(dv).causal().with_lse()));
     }
     run(&gpu, &cases, &BOTH);
 }

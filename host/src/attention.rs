@@ -321,6 +321,8 @@ pub struct AttentionLengths {
 pub struct AttentionPlan {
     pub head: AttentionHead,
     pub dtype: AttentionDtype,
+    /// Launched with the head's decode tile (all of a problem's rows fit in one 16-row tile).
+    pub decode: bool,
     pub grid: (u32, u32, u32),
     pub block: u32,
     pub smem_bytes: u32,
@@ -584,10 +586,14 @@ impl Attention {
         }
 
         // ---- Launch shape ----
-        let tile = row.tile(head);
         let ratio = a.heads_q / a.heads_k;
         // Decode: pack the query heads of a KV head into one block's rows.
         let heads_packed = (1..=ratio).rev().find(|d| ratio % d == 0 && a.seqlen_q.max(1) * d <= DECODE_MAX_PACKED_ROWS as usize).unwrap_or(1);
+        // A problem whose rows (per sequence and head group) fit one decode tile takes it: one
+        // 16-row tile per block, every warp busy, several blocks per SM. (With varlen, the
+        // longest sequence counts: `seqlen_q` bounds them all.)
+        let decode = a.seqlen_q * heads_packed <= row.decode_tile(head).rows() as usize;
+        let tile = if decode { row.decode_tile(head) } else { row.tile(head) };
         let rows_per_block = tile.rows() as usize;
         let row_tiles = (a.seqlen_q * heads_packed).div_ceil(rows_per_block);
         let groups = a.batch * (a.heads_q / heads_packed);
@@ -679,6 +685,7 @@ impl Attention {
         Ok(AttentionPlan {
             head,
             dtype,
+            decode,
             grid: (row_tiles as u32, groups as u32, splits as u32),
             block: tile.threads(),
             smem_bytes: tile.smem_bytes(head),
@@ -789,7 +796,7 @@ impl Cukernels {
         } else {
             None
         };
-        let forward = self.attention_function(Some(plan.head), plan.dtype)?;
+        let forward = self.attention_function(Some(plan.head), plan.dtype, plan.decode)?;
         self.context().bind_to_thread()?;
         let mut args = params.kernel_args();
         // SAFETY: `plan` proved that every element the parameters address lies inside the
@@ -802,7 +809,7 @@ impl Cukernels {
             cudarc::driver::result::launch_kernel(forward.cu_function(), plan.grid, (plan.block, 1, 1), plan.smem_bytes, stream.cu_stream(), &mut args)?;
         }
         if workspace.is_some() {
-            let merge = self.attention_function(None, plan.dtype)?;
+            let merge = self.attention_function(None, plan.dtype, false)?;
             let rows = params.heads_q * params.total_q;
             // SAFETY: as above; the merge reads the workspace the forward launch wrote, in
             // stream order, and writes O's rows (and LSE) that the plan validated.

@@ -226,10 +226,11 @@ impl Cukernels {
         Ok(&loaded.functions[sgemm_kernel_index(variant, operands)])
     }
 
-    /// The forward kernel of (`head`, `dtype`), or the merge kernel of `dtype` (`head` None).
-    pub(crate) fn attention_function(&self, head: Option<AttentionHead>, dtype: AttentionDtype) -> Result<&CudaFunction> {
+    /// The forward kernel of (`head`, `dtype`) with the decode tile or the prefill tile, or the
+    /// merge kernel of `dtype` (`head` None).
+    pub(crate) fn attention_function(&self, head: Option<AttentionHead>, dtype: AttentionDtype, decode: bool) -> Result<&CudaFunction> {
         let loaded = self.loaded(KernelFamily::Attention)?;
-        Ok(&loaded.functions[attention_kernel_index(head, dtype)])
+        Ok(&loaded.functions[attention_kernel_index(head, dtype, decode)])
     }
 
     /// The `moe` entry point of `kind`.

@@ -242,21 +242,104 @@ impl AttentionTile {
     }
 }
 
-/// One architecture's row: a tile per head size, in [`AttentionHead::ALL`] order.
+/// One architecture's row: a prefill tile and a decode tile per head size, in
+/// [`AttentionHead::ALL`] order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionArchConfig {
     pub arch: Arch,
     pub tiles: [AttentionTile; 10],
+    /// Tiles of the decode entry points: see [`decode`].
+    pub decode_tiles: [AttentionTile; 10],
 }
 
 impl AttentionArchConfig {
     pub const fn tile(&self, head: AttentionHead) -> AttentionTile {
         self.tiles[head.index()]
     }
+
+    pub const fn decode_tile(&self, head: AttentionHead) -> AttentionTile {
+        self.decode_tiles[head.index()]
+    }
 }
 
 const fn tile(m_tiles: u32, row_warps: u32, dv_split: u32, bk: u32, stages: u32, q_in_registers: bool, blocks_per_sm: u32) -> AttentionTile {
     AttentionTile { m_tiles, row_warps, dv_split, bk, stages, q_in_registers, blocks_per_sm }
+}
+
+/// A decode tile: one 16-row matrix tile (the packed query heads of a KV head at a few
+/// positions: decode launches take it when all of a problem's rows fit in 16), its `D_v`
+/// columns spread over `dv_split` warps. Every warp computes the tile's scores itself, the same
+/// ones: decode is bound by reading K and V, and the repeated `Q·Kᵀ` costs less than the prefill
+/// tile's warps left idle with 4 rows in 128. Small blocks, several per SM, keep more key tiles
+/// in flight per SM, and the split rule fills the GPU with them.
+const fn decode(dv_split: u32, bk: u32, stages: u32, q_in_registers: bool, blocks_per_sm: u32) -> AttentionTile {
+    tile(1, 1, dv_split, bk, stages, q_in_registers, blocks_per_sm)
+}
+
+/// Decode on sm_90 and sm_100: 64-key tiles up to head 128 and 32 from head 192 on, 3 stages
+/// (two tiles in flight behind the computed one), 2-3 blocks per SM; Q in registers (16 rows
+/// hold few) except at 576/512 and at heads 80 to 112, whose 5 to 7 warps per block leave fewer
+/// registers per thread. `dv_split` gives each warp 16 columns at heads 64 to 112 (4 to 7
+/// warps), 32 to 64 columns above.
+const HOPPER_DECODE_TILES: [AttentionTile; 10] = [
+    decode(4, 64, 3, true, 3),    // 64: 56.2 KB
+    decode(5, 64, 3, false, 3),   // 80: 68.8 KB
+    decode(6, 64, 3, false, 2),   // 96: 81.2 KB
+    decode(7, 64, 3, false, 2),   // 112: 93.8 KB
+    decode(4, 64, 3, true, 2),    // 128: 106.2 KB
+    decode(4, 32, 3, true, 2),    // 192: 81.2 KB
+    decode(4, 32, 3, true, 2),    // 256: 107.2 KB
+    decode(4, 32, 3, true, 2),    // 192/128: 69.2 KB
+    decode(4, 32, 2, true, 2),    // 320/256: 84.2 KB
+    decode(8, 32, 2, false, 1),   // 576/512: 156.2 KB
+];
+
+/// Decode on sm_80 (164 KB per SM): two blocks per SM where they fit, with the stages that
+/// allows.
+const SM80_DECODE_TILES: [AttentionTile; 10] = [
+    decode(4, 64, 3, true, 2),    // 64: 56.2 KB
+    decode(5, 64, 3, false, 2),   // 80: 68.8 KB
+    decode(6, 64, 2, false, 2),   // 96: 55.2 KB
+    decode(7, 64, 2, false, 2),   // 112: 63.8 KB
+    decode(4, 64, 2, true, 2),    // 128: 72.2 KB
+    decode(4, 32, 2, true, 2),    // 192: 56.2 KB
+    decode(4, 32, 2, true, 2),    // 256: 74.2 KB
+    decode(4, 32, 3, true, 2),    // 192/128: 69.2 KB
+    decode(4, 32, 2, true, 1),    // 320/256: 84.2 KB
+    decode(8, 32, 2, false, 1),   // 576/512: 156.2 KB
+];
+
+/// Decode on the 99 KB GPUs (sm_86, sm_89, sm_120; 100 KB per SM): 32-key tiles from head 96
+/// on, 16 at 320/256 and 576/512, so that two blocks of two stages fit where they can.
+const MID_SMEM_DECODE_TILES: [AttentionTile; 10] = [
+    decode(4, 64, 2, true, 2),    // 64: 38.2 KB
+    decode(5, 64, 2, false, 2),   // 80: 46.8 KB
+    decode(6, 32, 3, false, 2),   // 96: 42.2 KB
+    decode(7, 32, 2, false, 2),   // 112: 33.8 KB
+    decode(4, 32, 2, true, 2),    // 128: 38.2 KB
+    decode(4, 32, 2, true, 1),    // 192: 56.2 KB
+    decode(4, 32, 2, true, 1),    // 256: 74.2 KB
+    decode(4, 32, 2, true, 1),    // 192/128: 48.2 KB
+    decode(4, 16, 2, true, 1),    // 320/256: 47.2 KB
+    decode(8, 16, 2, false, 1),   // 576/512: 87.2 KB
+];
+
+/// Decode on sm_70 and sm_75 (no `cp.async`: one stage): 32-key tiles (16 at 576/512 on
+/// sm_75's 64 KB), Q re-read from shared memory (the shuffle path's products need the
+/// registers).
+const fn small_decode_tiles(bk_576: u32) -> [AttentionTile; 10] {
+    [
+        decode(4, 32, 1, false, 2),   // 64: 11.2 KB
+        decode(5, 32, 1, false, 2),   // 80: 13.8 KB
+        decode(6, 32, 1, false, 2),   // 96: 16.2 KB
+        decode(7, 32, 1, false, 2),   // 112: 18.8 KB
+        decode(4, 32, 1, false, 2),   // 128: 21.2 KB
+        decode(4, 32, 1, false, 1),   // 192: 31.2 KB
+        decode(4, 32, 1, false, 1),   // 256: 41.2 KB
+        decode(4, 32, 1, false, 1),   // 192/128: 27.2 KB
+        decode(4, 32, 1, false, 1),   // 320/256: 47.2 KB
+        decode(8, bk_576, 1, false, 1),  // 576/512
+    ]
 }
 
 /// sm_80 (A100): 163 KB per block, 164 KB per SM.
@@ -354,14 +437,14 @@ const SM70_TILES: [AttentionTile; 10] = small_accumulator_tiles(32);
 
 /// Every architecture's row, in [`Arch::ALL`] order.
 pub const ATTENTION_CONFIGS: [AttentionArchConfig; 8] = [
-    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES },
-    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES },
-    AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES },
-    AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES },
-    AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES },
-    AttentionArchConfig { arch: Arch::Sm90, tiles: HOPPER_TILES },
-    AttentionArchConfig { arch: Arch::Sm100, tiles: HOPPER_TILES },
-    AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES },
+    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES, decode_tiles: small_decode_tiles(32) },
+    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES, decode_tiles: small_decode_tiles(16) },
+    AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES, decode_tiles: SM80_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm90, tiles: HOPPER_TILES, decode_tiles: HOPPER_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm100, tiles: HOPPER_TILES, decode_tiles: HOPPER_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
 ];
 
 /// The attention row of one architecture.
@@ -373,7 +456,8 @@ pub const fn attention_config(arch: Arch) -> &'static AttentionArchConfig {
 pub const MERGE_THREADS: u32 = 128;
 
 /// Calls `$callback!` with every attention entry point: (name, head, dtype) for the forward
-/// kernels, then the merge kernels as (name, dtype).
+/// kernels with the prefill tiles, then with the decode tiles, then the merge kernels as
+/// (name, dtype).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! with_attention_kernels {
@@ -391,6 +475,18 @@ macro_rules! with_attention_kernels {
                 (cukernels_attention_320_256_f16, D320V256, F16), (cukernels_attention_320_256_bf16, D320V256, Bf16),
                 (cukernels_attention_576_512_f16, D576V512, F16), (cukernels_attention_576_512_bf16, D576V512, Bf16)
             ],
+            decode: [
+                (cukernels_attention_decode_64_f16, D64, F16), (cukernels_attention_decode_64_bf16, D64, Bf16),
+                (cukernels_attention_decode_80_f16, D80, F16), (cukernels_attention_decode_80_bf16, D80, Bf16),
+                (cukernels_attention_decode_96_f16, D96, F16), (cukernels_attention_decode_96_bf16, D96, Bf16),
+                (cukernels_attention_decode_112_f16, D112, F16), (cukernels_attention_decode_112_bf16, D112, Bf16),
+                (cukernels_attention_decode_128_f16, D128, F16), (cukernels_attention_decode_128_bf16, D128, Bf16),
+                (cukernels_attention_decode_192_f16, D192, F16), (cukernels_attention_decode_192_bf16, D192, Bf16),
+                (cukernels_attention_decode_256_f16, D256, F16), (cukernels_attention_decode_256_bf16, D256, Bf16),
+                (cukernels_attention_decode_192_128_f16, D192V128, F16), (cukernels_attention_decode_192_128_bf16, D192V128, Bf16),
+                (cukernels_attention_decode_320_256_f16, D320V256, F16), (cukernels_attention_decode_320_256_bf16, D320V256, Bf16),
+                (cukernels_attention_decode_576_512_f16, D576V512, F16), (cukernels_attention_decode_576_512_bf16, D576V512, Bf16)
+            ],
             merge: [(cukernels_attention_merge_f16, F16), (cukernels_attention_merge_bf16, Bf16)]
         }
     };
@@ -403,23 +499,30 @@ pub struct AttentionKernel {
     /// `None`: the merge kernel of split launches.
     pub head: Option<AttentionHead>,
     pub dtype: AttentionDtype,
+    /// Built with the decode tile ([`AttentionArchConfig::decode_tile`]).
+    pub decode: bool,
 }
 
 macro_rules! attention_kernel_table {
-    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
-        /// Every attention entry point of every module: the forward kernels, then the merges.
+    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], decode: [$(($dname:ident, $dhead:ident, $ddtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
+        /// Every attention entry point of every module: the forward kernels (prefill tiles,
+        /// then decode tiles), then the merges.
         pub const ATTENTION_KERNELS: &[AttentionKernel] = &[
-            $(AttentionKernel { entry_point: stringify!($name), head: Some(AttentionHead::$head), dtype: AttentionDtype::$dtype },)*
-            $(AttentionKernel { entry_point: stringify!($mname), head: None, dtype: AttentionDtype::$mdtype },)*
+            $(AttentionKernel { entry_point: stringify!($name), head: Some(AttentionHead::$head), dtype: AttentionDtype::$dtype, decode: false },)*
+            $(AttentionKernel { entry_point: stringify!($dname), head: Some(AttentionHead::$dhead), dtype: AttentionDtype::$ddtype, decode: true },)*
+            $(AttentionKernel { entry_point: stringify!($mname), head: None, dtype: AttentionDtype::$mdtype, decode: false },)*
         ];
     };
 }
 with_attention_kernels!(attention_kernel_table);
 
-/// Position in [`ATTENTION_KERNELS`] of the forward kernel of (`head`, `dtype`), or of the
-/// merge kernel of `dtype` when `head` is `None`.
-pub fn attention_kernel_index(head: Option<AttentionHead>, dtype: AttentionDtype) -> usize {
-    ATTENTION_KERNELS.iter().position(|k| k.head == head && k.dtype == dtype).expect("every (head, dtype) has an entry point")
+/// Position in [`ATTENTION_KERNELS`] of the forward kernel of (`head`, `dtype`) with the
+/// decode tile or not, or of the merge kernel of `dtype` when `head` is `None`.
+pub fn attention_kernel_index(head: Option<AttentionHead>, dtype: AttentionDtype, decode: bool) -> usize {
+    ATTENTION_KERNELS
+        .iter()
+        .position(|k| k.head == head && k.dtype == dtype && k.decode == (decode && head.is_some()))
+        .expect("every (head, dtype, tile) has an entry point")
 }
 
 // Compile-time proof that every tile fits its architecture and every row sits at its
@@ -434,6 +537,10 @@ const _: () = {
             if let Err(why) = row.tiles[h].check(row.arch, AttentionHead::ALL[h]) {
                 panic!("{}", why);
             }
+            if let Err(why) = row.decode_tiles[h].check(row.arch, AttentionHead::ALL[h]) {
+                panic!("{}", why);
+            }
+            assert!(row.decode_tiles[h].rows() == 16, "a decode tile is one 16-row matrix tile");
             h += 1;
         }
         i += 1;

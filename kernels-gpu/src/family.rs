@@ -119,7 +119,8 @@ impl KernelFamily {
                 let k = &ATTENTION_KERNELS[index];
                 match k.head {
                     Some(head) => {
-                        let tile = attention_config(config).tile(head);
+                        let row = attention_config(config);
+                        let tile = if k.decode { row.decode_tile(head) } else { row.tile(head) };
                         let smem = tile.smem_bytes(head);
                         KernelSpec { entry_point: k.entry_point, threads: tile.threads(), blocks_per_sm: tile.blocks_per_sm, smem_bytes: smem, max_smem_bytes: smem }
                     }

@@ -23,7 +23,10 @@
 //! A block owns `ROWS = 16 · M_TILES · ROW_WARPS` *rows*; a row is a (query position, query
 //! head) pair. Prefill blocks own one head's positions; decode blocks pack the query heads
 //! that share a KV head (GQA) into their rows, so the K/V tile in shared memory serves all of
-//! them (`heads_packed`). Every row of a block reads the same KV head.
+//! them (`heads_packed`). Every row of a block reads the same KV head. Each head size has two
+//! entry points: one with the prefill tile (many rows per block) and one with the decode tile
+//! (one 16-row tile whose output columns are spread over several warps, for problems of at
+//! most 16 rows: `attention_config.rs`).
 //!
 //! Warp `w` owns `M_TILES` tiles of 16 rows (row group `w % ROW_WARPS`) and the output columns
 //! `(w / ROW_WARPS)·DVW ..` (`DVW = D_v / DV_SPLIT`). It computes its rows' scores against the
@@ -334,7 +337,11 @@ unsafe fn copy_key_tile<const BK: usize, const D: usize, const THREADS: usize>(d
             if HAS_CP_ASYNC {
                 cp_async_16(to.addr, source.cast(), if inside { 16 } else { 0 });
             } else {
-                *to.ptr.cast::<Chunk>() = if inside { *source.cast::<Chunk>() } else { Chunk([0; 4]) };
+                // Always a load (from a row that exists), then a mask: a select between two
+                // 16-byte values would go through local memory.
+                let loaded = *source.cast::<Chunk>();
+                let keep = if inside { u32::MAX } else { 0 };
+                *to.ptr.cast::<Chunk>() = Chunk(loaded.0.map(|word| word & keep));
             }
         }
         if whole_rows {
@@ -813,9 +820,10 @@ unsafe fn forward<
     }
 }
 
-/// Defines the forward entry point of (`$head`, `$dtype`) with the build's config row.
+/// Defines the forward entry point of (`$head`, `$dtype`) with the build's config row and its
+/// tile `$which` (`tile`: prefill, `decode_tile`: decode).
 macro_rules! attention_entry {
-    ($name:ident, $head:ident, $dtype:ident) => {
+    ($name:ident, $head:ident, $dtype:ident, $which:ident) => {
         attention_params_entry!(
             /// Flash-attention forward entry point (see the module docs). Arguments are
             /// validated by the host.
@@ -826,7 +834,7 @@ macro_rules! attention_entry {
             |params| {
                 const HEAD: AttentionHead = AttentionHead::$head;
                 const DTYPE: AttentionDtype = AttentionDtype::$dtype;
-                const T: crate::attention_config::AttentionTile = attention_config(BUILD_CONFIG).tile(HEAD);
+                const T: crate::attention_config::AttentionTile = attention_config(BUILD_CONFIG).$which(HEAD);
                 const DK: usize = HEAD.dk() as usize;
                 const DV: usize = HEAD.dv() as usize;
                 const Q_FRAGS: usize = if T.q_in_registers { DK / 16 } else { 1 };
@@ -854,8 +862,9 @@ macro_rules! attention_entry {
 }
 
 macro_rules! define_attention_entries {
-    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
-        $(attention_entry!($name, $head, $dtype);)*
+    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], decode: [$(($dname:ident, $dhead:ident, $ddtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
+        $(attention_entry!($name, $head, $dtype, tile);)*
+        $(attention_entry!($dname, $dhead, $ddtype, decode_tile);)*
         $(merge::merge_entry!($mname, $mdtype);)*
     };
 }
