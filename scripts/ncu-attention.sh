@@ -11,7 +11,7 @@ sections="--section LaunchStats --section Occupancy --section SpeedOfLight --sec
 i=0
 for shape in "$@"; do
   i=$((i + 1))
-  ncu --clock-control none -k 'regex:cukernels_attention_[0-9]' --launch-skip 3 --launch-count 1 $sections -f -o "$OUT/ncu_attn_$i" \
+  ncu --clock-control none -k 'regex:cukernels_attention_(decode_)?[0-9]' --launch-skip 3 --launch-count 1 $sections -f -o "$OUT/ncu_attn_$i" \
     $S/cukernels-bench attention --shape "$shape" --reps 3 > "$OUT/ncu_attn_$i.log" 2>&1
   ncu -i "$OUT/ncu_attn_$i.ncu-rep" --page details > "$OUT/ncu_attn_$i.txt" 2>&1
   echo "== $shape"

@@ -300,7 +300,7 @@ const SM80_DECODE_TILES: [AttentionTile; 10] = [
     decode(4, 64, 3, true, 2),    // 64: 56.2 KB
     decode(5, 64, 3, false, 2),   // 80: 68.8 KB
     decode(6, 64, 2, false, 2),   // 96: 55.2 KB
-    decode(7, 64, 2, false, 2),   // 112: 63.8 KB
+    decode(7, 64, 2, false, 1),   // 112: 63.8 KB (7 warps: two blocks would leave 128 registers)
     decode(4, 64, 2, true, 2),    // 128: 72.2 KB
     decode(4, 32, 2, true, 2),    // 192: 56.2 KB
     decode(4, 32, 2, true, 2),    // 256: 74.2 KB
@@ -332,7 +332,7 @@ const fn small_decode_tiles(bk_576: u32) -> [AttentionTile; 10] {
         decode(4, 32, 1, false, 2),   // 64: 11.2 KB
         decode(5, 32, 1, false, 2),   // 80: 13.8 KB
         decode(6, 32, 1, false, 2),   // 96: 16.2 KB
-        decode(7, 32, 1, false, 2),   // 112: 18.8 KB
+        decode(7, 32, 1, false, 1),   // 112: 18.8 KB (7 warps: one block)
         decode(4, 32, 1, false, 2),   // 128: 21.2 KB
         decode(4, 32, 1, false, 1),   // 192: 31.2 KB
         decode(4, 32, 1, false, 1),   // 256: 41.2 KB
