@@ -454,6 +454,57 @@ fn small_m_every_row_count() {
     assert_all(failures);
 }
 
+/// `g` with every leading dimension padded to a multiple of 4 floats (16-byte aligned rows:
+/// `gemv`'s 16-byte loads along k) and batches one padded matrix apart.
+fn padded_to_16_bytes(g: Sgemm) -> Sgemm {
+    let layout = g.layout;
+    let (ar, ac) = g.stored_a();
+    let (br, bc) = g.stored_b();
+    let pad = |r: usize, c: usize| minor(layout, r, c).next_multiple_of(4);
+    g.leading_dims(pad(ar, ac), pad(br, bc), pad(g.m, g.n))
+}
+
+/// GEMV in every layout: few rows of C against B stored either way (`gemv`'s dot body where
+/// B is k-contiguous, weights `[out, in]`; its column body otherwise), and few columns of C,
+/// which `gemv` computes turned around (`Cᵀ = Bᵀ·Aᵀ`, C written transposed), each in every
+/// layout and transpose, tight (odd leading dimensions: a float per lane) and padded (16-byte
+/// loads), with k of one to sixteen warps per column group and k % 4 ≠ 0, unaligned buffers,
+/// batches, beta = 0 over NaN and beta ≠ 0.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gemv_every_layout_few_rows_or_few_columns() {
+    let gpu = gpu();
+    let mut rng = rng("gemv_layouts");
+    let shapes: &[(usize, usize, usize, usize)] = if quick() {
+        &[(1, 70, 2051, 2), (3, 5, 33, 1), (70, 2, 301, 2)]
+    } else {
+        &[
+            (1, 1000, 4099, 1),
+            (3, 257, 129, 2),
+            (8, 70, 17001, 1),
+            (1, 1, 1000, 1),
+            (2, 5, 33, 3),
+            (1000, 1, 4099, 1),
+            (257, 3, 129, 2),
+            (70, 8, 17001, 1),
+            (5, 2, 33, 3),
+            (6, 6, 2050, 2),
+        ]
+    };
+    let variants = [None, Some(SgemmVariant::Gemv.into())];
+    let mut failures = Vec::new();
+    for (i, &(m, n, k, batch)) in shapes.iter().enumerate() {
+        let (alpha, beta) = if i % 2 == 0 { (1.25, -0.5) } else { (0.75, 0.0) };
+        let offsets = if i % 3 == 1 { (1, 2, 3) } else { (0, 0, 0) };
+        for g in every_layout_and_transpose(m, n, k) {
+            let g = g.batched(batch).alpha_beta(alpha, beta);
+            failures.extend(case(&gpu, &g, &mut rng, offsets, &variants));
+            failures.extend(case(&gpu, &padded_to_16_bytes(g), &mut rng, (0, 0, 0), &variants));
+        }
+    }
+    assert_all(failures);
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn launches_can_be_captured_in_a_cuda_graph() {

@@ -10,7 +10,7 @@
 //! driver's load or JIT, the load-time limit check); `launch_ms` the first launch of a small
 //! SGEMM until `synchronize` returns.
 
-use crate::sgemm_bench::{cublas_config, Shape};
+use crate::sgemm_bench::{cublas_config, shape, Shape};
 use cukernels::artifacts::{self, ArtifactKind};
 use cukernels::cudarc::cublas::{CudaBlas, Gemm};
 use cukernels::cudarc::driver::CudaContext;
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The first launch of each family: a small problem that every variant's rule reaches quickly.
-const FIRST_SGEMM: Shape = Shape { group: "load", batch: 1, m: 256, n: 256, k: 256 };
+const FIRST_SGEMM: Shape = shape("load", 1, 256, 256, 256);
 
 /// One child's measurement.
 #[derive(Clone, Debug)]

@@ -19,7 +19,7 @@ use cukernels::cudarc::cublas::CudaBlas;
 use cukernels::{device_context, Arch, ArtifactKind, Cukernels};
 use cukernels_bench::load_bench::{load_cases, measure_in_children, measure_in_this_process, median_of};
 use cukernels_bench::report::{config_table, resource_table};
-use cukernels_bench::sgemm_bench::{bench_shape, cross_check, sweep, DeviceInfo, Row, Shape};
+use cukernels_bench::sgemm_bench::{bench_shape, cross_check, shape, shape_classes, sweep, DeviceInfo, Row, Shape};
 use cukernels_bench::COMMIT;
 use std::io::Write;
 
@@ -163,17 +163,25 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
     );
 
     // Correctness before speed: our result must match cuBLAS's on an odd shape.
-    let probe = Shape { group: "check", batch: 3, m: 257, n: 383, k: 511 };
-    let diff = cross_check(&kernels, &blas, &stream, &probe);
-    println!("cross-check against cuBLAS on {}: max |ours - cuBLAS| / sqrt(k) = {diff:.2e}", probe.label());
-    let agrees = diff < 1e-5; // false for NaN too
-    if !agrees {
-        eprintln!("our SGEMM disagrees with cuBLAS; not benchmarking");
-        std::process::exit(1);
+    // (Also `gemv` in both bodies and turned around, through cuBLAS's transposed operands.)
+    let probes = [
+        shape("check", 3, 257, 383, 511),
+        Shape { trans_b: true, ..shape("check", 2, 3, 1000, 301) },
+        Shape { trans_a: true, ..shape("check", 1, 1000, 2, 301) },
+    ];
+    for probe in probes {
+        let diff = cross_check(&kernels, &blas, &stream, &probe);
+        println!("cross-check against cuBLAS on {}: max |ours - cuBLAS| / sqrt(k) = {diff:.2e}", probe.label());
+        let agrees = diff < 1e-5; // false for NaN too
+        if !agrees {
+            eprintln!("our SGEMM disagrees with cuBLAS; not benchmarking");
+            std::process::exit(1);
+        }
     }
 
     let mut shapes: Vec<Shape> = sweep()
         .into_iter()
+        .chain(shape_classes())
         .filter(|s| !o.quick || s.flops() < 2e11)
         .filter(|s| o.shapes.is_empty() || o.shapes.iter().any(|want| s.label() == *want))
         .collect();
@@ -191,20 +199,21 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
     }
     let mut out = o.out.as_ref().map(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).expect("open --out file"));
     println!(
-        "\n{:<8} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>7}",
-        "group", "shape", "ours TF/s", "cuBLAS", "ratio", "%peak", "chosen", "best", "regret"
+        "\n{:<8} {:<26} {:>9} {:>9} {:>7} {:>7} {:>7} {:>8} {:>8} {:>7}",
+        "group", "shape", "ours TF/s", "cuBLAS", "ratio", "%peak", "TB/s", "chosen", "best", "regret"
     );
     let mut rows: Vec<Row> = Vec::new();
     for s in &shapes {
         let r = bench_shape(&kernels, &blas, &stream, s, &info, o.reps.unwrap_or(25));
         println!(
-            "{:<8} {:<22} {:>9.2} {:>9.2} {:>7.3} {:>6.1}% {:>8} {:>8} {:>6.1}%",
+            "{:<8} {:<26} {:>9.2} {:>9.2} {:>7.3} {:>6.1}% {:>7.2} {:>8} {:>8} {:>6.1}%",
             s.group,
             s.label(),
             r.ours_tflops(),
             r.cublas_tflops(),
             r.ratio(),
             100.0 * r.ours_tflops() / peak,
+            s.bytes() / r.ours_ms / 1e9,
             r.chosen.to_string(),
             r.best().0.to_string(),
             100.0 * r.regret()
@@ -213,8 +222,8 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
             let variants: Vec<String> = r.variants_ms.iter().map(|(v, ms)| format!("\"{}\":{:.5}", v, ms)).collect();
             writeln!(
                 f,
-                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"artifact\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
-                s.label(), s.group, s.batch, s.m, s.n, s.k, r.ours_tflops(), r.cublas_tflops(), r.ratio(),
+                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"trans_a\":{},\"trans_b\":{},\"ours_ms\":{:.5},\"baseline_ms\":{:.5},\"ours_tbps\":{:.3},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"artifact\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
+                s.label(), s.group, s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, r.ours_ms, r.cublas_ms, s.bytes() / r.ours_ms / 1e9, r.ours_tflops(), r.cublas_tflops(), r.ratio(),
                 100.0 * r.ours_tflops() / peak, r.chosen.to_string(), r.best().0.to_string(), r.regret(), variants.join(","),
                 info.name, kernels.config(), kernels.artifact(cukernels::KernelFamily::Sgemm).kind
             )
@@ -222,13 +231,22 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
         }
         rows.push(r);
     }
-    let geo = (rows.iter().map(|r| r.ratio().ln()).sum::<f64>() / rows.len().max(1) as f64).exp();
-    let worst = rows.iter().map(|r| r.ratio()).fold(f64::INFINITY, f64::min);
-    let worst_regret = rows.iter().map(|r| r.regret()).fold(0.0, f64::max);
-    println!(
-        "\ngeometric mean ratio vs cuBLAS: {geo:.3}; lowest ratio: {worst:.3}; largest dispatch regret: {:.1}%",
-        100.0 * worst_regret
-    );
+    // The sweep's summary, then each shape class's on its own (their figures answer different
+    // targets).
+    let classes: Vec<&str> = shape_classes().iter().map(|s| s.group).collect();
+    for (what, in_group) in [("sweep", None), ("gemv", Some("gemv")), ("extra", Some("extra"))] {
+        let part: Vec<&Row> = rows.iter().filter(|r| match in_group { None => !classes.contains(&r.shape.group) && r.shape.group != "extra", Some(g) => r.shape.group == g }).collect();
+        if part.is_empty() {
+            continue;
+        }
+        let geo = (part.iter().map(|r| r.ratio().ln()).sum::<f64>() / part.len() as f64).exp();
+        let worst = part.iter().map(|r| r.ratio()).fold(f64::INFINITY, f64::min);
+        let worst_regret = part.iter().map(|r| r.regret()).fold(0.0, f64::max);
+        println!(
+            "{what}: geometric mean ratio vs cuBLAS {geo:.3}; lowest ratio {worst:.3}; largest dispatch regret {:.1}%",
+            100.0 * worst_regret
+        );
+    }
 }
 
 fn run_load(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {

@@ -46,8 +46,10 @@ pub use cukernels_gpu::quant::{GgufFormat, QK, QK_K};
 pub use cukernels_gpu::{
     attention_config, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTile, MatrixPath, ATTENTION_CONFIGS, ATTENTION_KERNELS,
     GlobalPtr, KernelFamily, KernelSpec, SgemmParams, sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
-    SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
+    SgemmVariant, GEMV_COLUMNS, GEMV_DOT_MIN_K_PER_WARP, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
 };
+/// The run-time bits of an SGEMM launch (`SgemmParams::flags`).
+pub use cukernels_gpu::sgemm_flags;
 pub use error::{Error, Result};
 pub use moe::{MoeActivation, MoeBuffers, MoeInput, MoeLengths, MoePlan, MoeWorkspaceLayout, MulMatId};
 pub use cukernels_gpu::{decode_features_per_warp, moe_config, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoeParams, MoePath, MoeTile, MOE_CONFIGS, MOE_KERNELS};

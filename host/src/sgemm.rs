@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::runtime::Cukernels;
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
+use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR};
 use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS};
 use std::ffi::c_void;
 
@@ -79,6 +79,14 @@ pub enum Transpose {
 
 /// A strided-batched SGEMM problem. Build with [`Sgemm::new`] and the setters; every field is
 /// public and checked by [`Sgemm::plan`] before any launch.
+///
+/// The setters do not depend on the order they are called in: leading dimensions not given
+/// through [`leading_dims`](Self::leading_dims) follow the shape, layout and transposes
+/// (tight), and batch strides not given through [`strides`](Self::strides) follow the
+/// leading dimensions (one stored matrix after another), whenever any setter runs. So
+/// `Sgemm::new(m, n, k).leading_dims(..).layout(..).batched(..)` and every other order of the
+/// same calls build the same problem. Fields assigned directly are taken as they are, until a
+/// setter recomputes the ones that were not given explicitly.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sgemm {
     pub layout: Layout,
@@ -96,6 +104,15 @@ pub struct Sgemm {
     pub stride_a: usize,
     pub stride_b: usize,
     pub stride_c: usize,
+    /// Which of the leading dimensions and strides the caller gave; the others are derived.
+    explicit: Explicit,
+}
+
+/// What the caller of the builder set explicitly (see [`Sgemm`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+struct Explicit {
+    leading_dims: bool,
+    strides: bool,
 }
 
 /// Largest m, n or k: the kernels index within a matrix with 32-bit integers.
@@ -125,69 +142,87 @@ impl Sgemm {
             stride_a: 0,
             stride_b: 0,
             stride_c: 0,
+            explicit: Explicit::default(),
         };
-        g.tight();
+        g.derive();
         g
     }
 
-    /// Sets tight leading dimensions and batch strides for the current shape, layout and
-    /// transposes (the setters below call it).
+    /// Forgets explicitly set leading dimensions and strides: all become tight for the current
+    /// shape, layout and transposes.
     pub fn tight(&mut self) -> &mut Self {
+        self.explicit = Explicit::default();
+        self.derive();
+        self
+    }
+
+    /// Recomputes what the caller did not set: tight leading dimensions from the shape, layout
+    /// and transposes, and batch strides of one stored matrix from the leading dimensions.
+    /// Every setter ends with it, which makes the builder independent of call order.
+    fn derive(&mut self) {
         let (ar, ac) = self.stored_a();
         let (br, bc) = self.stored_b();
-        let minor = |rows: usize, cols: usize| match self.layout {
-            Layout::RowMajor => cols.max(1),
-            Layout::ColMajor => rows.max(1),
+        let layout = self.layout;
+        // (extent along the contiguous direction, extent across it) of a stored matrix.
+        let extents = |rows: usize, cols: usize| match layout {
+            Layout::RowMajor => (cols, rows),
+            Layout::ColMajor => (rows, cols),
         };
-        self.lda = minor(ar, ac);
-        self.ldb = minor(br, bc);
-        self.ldc = minor(self.m, self.n);
-        self.stride_a = match self.layout {
-            Layout::RowMajor => ar * self.lda,
-            Layout::ColMajor => ac * self.lda,
-        };
-        self.stride_b = match self.layout {
-            Layout::RowMajor => br * self.ldb,
-            Layout::ColMajor => bc * self.ldb,
-        };
-        self.stride_c = match self.layout {
-            Layout::RowMajor => self.m * self.ldc,
-            Layout::ColMajor => self.n * self.ldc,
-        };
-        self
+        let (a_minor, a_major) = extents(ar, ac);
+        let (b_minor, b_major) = extents(br, bc);
+        let (c_minor, c_major) = extents(self.m, self.n);
+        if !self.explicit.leading_dims {
+            self.lda = a_minor.max(1);
+            self.ldb = b_minor.max(1);
+            self.ldc = c_minor.max(1);
+        }
+        if !self.explicit.strides {
+            self.stride_a = a_major * self.lda;
+            self.stride_b = b_major * self.ldb;
+            self.stride_c = c_major * self.ldc;
+        }
     }
 
     pub fn layout(mut self, layout: Layout) -> Self {
         self.layout = layout;
-        *self.tight()
+        self.derive();
+        self
     }
     pub fn transpose(mut self, a: Transpose, b: Transpose) -> Self {
         self.trans_a = a;
         self.trans_b = b;
-        *self.tight()
+        self.derive();
+        self
     }
     pub fn alpha_beta(mut self, alpha: f32, beta: f32) -> Self {
         self.alpha = alpha;
         self.beta = beta;
         self
     }
-    /// `batch` problems with tight (non-overlapping) batch strides.
+    /// `batch` problems; unless [`strides`](Self::strides) gives them, one stored matrix after
+    /// another (non-overlapping, including any padding of the leading dimensions).
     pub fn batched(mut self, batch: usize) -> Self {
         self.batch = batch;
+        self.derive();
         self
     }
-    /// Leading dimensions (each at least the stored matrix's row length in its layout).
+    /// Leading dimensions (each at least the stored matrix's row length in its layout); they
+    /// stay as given whatever is set after them.
     pub fn leading_dims(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
         self.lda = lda;
         self.ldb = ldb;
         self.ldc = ldc;
+        self.explicit.leading_dims = true;
+        self.derive();
         self
     }
-    /// Batch strides in elements (0 broadcasts A or B).
+    /// Batch strides in elements (0 broadcasts A or B); they stay as given whatever is set
+    /// after them.
     pub fn strides(mut self, stride_a: usize, stride_b: usize, stride_c: usize) -> Self {
         self.stride_a = stride_a;
         self.stride_b = stride_b;
         self.stride_c = stride_c;
+        self.explicit.strides = true;
         self
     }
 
@@ -314,6 +349,17 @@ impl Sgemm {
                 Operand { strides: (opa.1, opa.0), ..a_op },
             ),
         };
+        let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, if reads_inputs { g.k } else { 0 }, g.batch, row, sm_count));
+        // `gemv` keeps at most GEMV_MAX_M rows of C in registers and streams B: a product with
+        // fewer columns than rows runs turned around, `Cᵀ = op(B)ᵀ · op(A)ᵀ` (the operands swap
+        // and transpose, C is written transposed: `C_TRANSPOSED`), so the operand it streams
+        // is always the larger one.
+        let turned = variant == SgemmVariant::Gemv && cn < cm;
+        let (cm, cn, left, right) = if turned {
+            (cn, cm, Operand { strides: (right.strides.1, right.strides.0), ..right }, Operand { strides: (left.strides.1, left.strides.0), ..left })
+        } else {
+            (cm, cn, left, right)
+        };
         let aligned = |addr: u64, ld: usize, stride: usize| addr % 16 == 0 && ld % 4 == 0 && (g.batch <= 1 || stride % 4 == 0);
         let mut flags = 0u32;
         // Left operand (cm × k): k-contiguous when its column stride is 1.
@@ -324,10 +370,15 @@ impl Sgemm {
         } else {
             (right.strides.0, false)
         };
-        if !a_k_contiguous && aligned(left.addr, lda, left.batch_stride) {
+        // A_VECTOR / B_VECTOR: 16-byte loads along the operand's contiguous direction. The tile
+        // kernels copy a k-contiguous operand a float at a time (transposing it into shared
+        // memory) and only take the flag for the other layout; `gemv` reads either layout in
+        // 16-byte chunks where aligned.
+        let gemv = variant == SgemmVariant::Gemv;
+        if (gemv || !a_k_contiguous) && aligned(left.addr, lda, left.batch_stride) {
             flags |= A_VECTOR;
         }
-        if !b_k_contiguous && aligned(right.addr, ldb, right.batch_stride) {
+        if (gemv || !b_k_contiguous) && aligned(right.addr, ldb, right.batch_stride) {
             flags |= B_VECTOR;
         }
         if aligned(buffers.c_addr, g.ldc, g.stride_c) {
@@ -336,8 +387,11 @@ impl Sgemm {
         if g.beta == 0.0 {
             flags |= BETA_ZERO;
         }
+        if turned {
+            flags |= C_TRANSPOSED;
+        }
+        let k = if reads_inputs { g.k } else { 0 };
 
-        let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, if reads_inputs { g.k } else { 0 }, g.batch, row, sm_count));
         if k_splits != 1 {
             let why = if k_splits == 0 || k_splits > MAX_K_SPLITS {
                 Some(format!("must be 1 to {MAX_K_SPLITS} (a cluster's blocks)"))
@@ -353,11 +407,15 @@ impl Sgemm {
             }
         }
         let launch = row.launch(variant);
-        // The canonical n is the caller's n (row-major) or m (column-major).
-        let (n_name, n_value) = if g.layout == Layout::RowMajor { ("n", g.n) } else { ("m", g.m) };
+        // The canonical n is the caller's n (row-major) or m (column-major), or the other one
+        // where the problem runs turned around.
+        let (n_name, n_value) = if (g.layout == Layout::RowMajor) != turned { ("n", g.n) } else { ("m", g.m) };
         let (grid_x, name, value, what) = match variant {
             SgemmVariant::Gemv => {
-                (cn.div_ceil(GEMV_COLUMNS as usize) as u64, n_name, n_value, format!("{n_name} needs blocks of {GEMV_COLUMNS} columns"))
+                // Column body: 32 columns per block; dot body (B k-contiguous): as many as the
+                // kernel derives from k, by the same function.
+                let columns = if b_k_contiguous { row.gemv.dot_columns_per_block(k as u32) } else { GEMV_COLUMNS };
+                (cn.div_ceil(columns as usize) as u64, n_name, n_value, format!("{n_name} needs blocks of {columns} columns"))
             }
             _ => {
                 let tile = row.tile(variant);
@@ -380,7 +438,7 @@ impl Sgemm {
                 c: GlobalPtr::new(buffers.c_addr),
                 m: cm as u32,
                 n: cn as u32,
-                k: if reads_inputs { g.k as u32 } else { 0 },
+                k: k as u32,
                 lda: lda as u64,
                 ldb: ldb as u64,
                 ldc: g.ldc as u64,
@@ -497,7 +555,8 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 
 /// The dispatcher. For `m ≤ GEMV_MAX_M` (8) the problem is a few matrix-vector products bound
 /// by streaming B, and `gemv` streams it in one pass (H200, n = k = 4096: 22 µs at m = 1 and
-/// 31 µs at m = 4, against 74 µs for the 16-row `skinny` tiles). From m = 9 it would take two
+/// 31 µs at m = 4, against 74 µs for the 16-row `skinny` tiles); likewise for `n ≤ GEMV_MAX_M`,
+/// which `gemv` runs turned around (see [`Sgemm::plan`]), streaming A. From 9 it would take two
 /// passes, and `skinny` is the faster (m = 16: 67 µs against 85 µs). Otherwise every
 /// candidate ([`kernel_candidates`]) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
@@ -510,7 +569,7 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// estimate wins; ties go to the bigger tile and the fewer splits. `cukernels-bench`
 /// reports, per shape, how far this choice is from the fastest candidate (dispatch regret).
 pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmChoice {
-    if m <= GEMV_MAX_M as usize {
+    if m.min(n) <= GEMV_MAX_M as usize {
         return SgemmVariant::Gemv.into();
     }
     let sms = sm_count.max(1) as f64;

@@ -45,7 +45,7 @@ pub use moe_config::{
 };
 pub use sgemm_config::{
     sgemm_config, sgemm_kernel, sgemm_kernel_index, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,
-    GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
+    GEMV_DOT_MIN_K_PER_WARP, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
 };
 
 /// Bits of the `flags` argument of every SGEMM entry point. The kernel always computes a
@@ -61,6 +61,10 @@ pub mod sgemm_flags {
     pub const C_VECTOR: u32 = 1 << 4;
     /// beta == 0: C is written without being read (NaN in C must not leak).
     pub const BETA_ZERO: u32 = 1 << 5;
+    /// C's element (i, j) is at `C[j*ldc + i]`: the `gemv` kernel computing `Cᵀ = Bᵀ·Aᵀ`, a
+    /// product with few columns turned into one with few rows (the host sets it for no other
+    /// kernel).
+    pub const C_TRANSPOSED: u32 = 1 << 6;
 }
 
 /// Bits of the `flags` argument of every attention entry point: which optional inputs and

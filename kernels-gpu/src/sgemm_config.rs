@@ -293,8 +293,12 @@ pub const GEMV_MAX_M: u32 = 8;
 /// Columns of C per `gemv` block: one per lane of a warp.
 pub const GEMV_COLUMNS: u32 = 32;
 
-/// The `gemv` kernel's config: `warps` split k among themselves, each keeping `unroll` loads
-/// of B in flight; the partial sums meet in shared memory at the end.
+/// The `gemv` kernel's config (`kernels-gpu/src/device/gemv.rs`). Its two bodies share the
+/// block shape: the *column* body (B n-contiguous) splits k over the `warps` warps, each
+/// keeping `unroll` loads of B in flight; the *dot* body (B k-contiguous: weights stored
+/// `[out, in]`) gives each warp `dot_columns` rows of B to stream with `dot_unroll` 16-byte
+/// loads in flight per row and lane, and splits k over [`dot_k_warps`](Self::dot_k_warps)
+/// warps when k is long. Partial sums meet in shared memory at the end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemvConfig {
     pub warps: u32,
@@ -302,24 +306,63 @@ pub struct GemvConfig {
     pub unroll: u32,
     /// Loads in flight per lane for m ≤ 2, where registers allow more.
     pub unroll_narrow: u32,
+    /// Dot body: columns of C (rows of B) per warp; A's values loaded once serve all of them.
+    pub dot_columns: u32,
+    /// Dot body: chunks of 4 k (one 16-byte load) per row of B and lane in flight.
+    pub dot_unroll: u32,
     pub blocks_per_sm: u32,
 }
+
+/// The dot body's least k per warp: below it, splitting k further over the warps of a block
+/// would leave lanes with less than a couple of chunks each and add a shared-memory reduction
+/// for nothing. 1024 = 8 chunks of 4 per lane.
+pub const GEMV_DOT_MIN_K_PER_WARP: u32 = 1024;
 
 impl GemvConfig {
     pub const fn threads(&self) -> u32 {
         self.warps * 32
     }
-    /// The partial sums of every warp: `warps × GEMV_MAX_M × 32` floats.
+    /// The partial sums of every warp: `warps × GEMV_MAX_M × 32` floats (the column body;
+    /// the dot body needs `warps × GEMV_MAX_M × dot_columns`, checked to fit).
     pub const fn smem_bytes(&self) -> u32 {
         self.warps * GEMV_MAX_M * GEMV_COLUMNS * 4
     }
+    /// Dot body: warps that share one group of `dot_columns` columns, each taking a contiguous
+    /// slice of k: the largest power of two up to `warps` that leaves every warp at least
+    /// [`GEMV_DOT_MIN_K_PER_WARP`] of k (1 for short k). The host sizes the grid with the
+    /// same function.
+    pub const fn dot_k_warps(&self, k: u32) -> u32 {
+        let mut w = 1;
+        while w * 2 <= self.warps && self.warps % (w * 2) == 0 && (w * 2) as u64 * GEMV_DOT_MIN_K_PER_WARP as u64 <= k as u64 {
+            w *= 2;
+        }
+        w
+    }
+    /// Dot body: chunks in flight per row of B and lane, given A's layout. An m-contiguous A
+    /// costs `4·M` scalar loads per chunk, which ptxas hoists next to the loads of B: half
+    /// the chunks there (sm_90 at 4: 8 bytes spilled at m = 8).
+    pub const fn dot_unroll_for(&self, a_k_contiguous: bool) -> u32 {
+        if a_k_contiguous || self.dot_unroll == 1 {
+            self.dot_unroll
+        } else {
+            self.dot_unroll / 2
+        }
+    }
+    /// Dot body: columns of C one block computes for a given k.
+    pub const fn dot_columns_per_block(&self, k: u32) -> u32 {
+        self.warps / self.dot_k_warps(k) * self.dot_columns
+    }
     pub const fn check(&self, arch: Arch) -> Result<(), &'static str> {
         let l = arch.limits();
-        if self.warps < GEMV_MAX_M || self.threads() > 1024 {
-            return Err("gemv: GEMV_MAX_M to 32 warps per block (warp i finalizes row i)");
+        if self.warps < GEMV_MAX_M || self.threads() > 1024 || !self.warps.is_power_of_two() {
+            return Err("gemv: a power of two from GEMV_MAX_M to 32 warps per block (warp i finalizes row i)");
         }
         if self.unroll == 0 || self.unroll > 16 || self.unroll_narrow < self.unroll || self.unroll_narrow > 32 {
             return Err("gemv: unroll 1..=16, unroll_narrow unroll..=32");
+        }
+        // (dot_columns ≤ 4 also keeps the dot body's partial sums inside `smem_bytes`.)
+        if self.dot_columns == 0 || self.dot_columns > 4 || self.dot_unroll == 0 || self.dot_unroll > 8 {
+            return Err("gemv: dot_columns 1..=4 and dot_unroll 1..=8 (registers: columns x unroll x 4 loaded values per lane)");
         }
         if self.blocks_per_sm == 0 || self.threads() * self.blocks_per_sm > l.max_threads_per_sm {
             return Err("gemv: blocks_per_sm x threads exceeds the threads an SM can hold");
@@ -327,7 +370,8 @@ impl GemvConfig {
         if self.blocks_per_sm * (self.smem_bytes() + l.reserved_smem_per_block) > l.smem_per_sm {
             return Err("gemv: blocks_per_sm x shared memory exceeds the SM's shared memory");
         }
-        if l.regs_per_sm / (self.threads() * self.blocks_per_sm) < 32 + GEMV_MAX_M + self.unroll {
+        let budget = l.regs_per_sm / (self.threads() * self.blocks_per_sm);
+        if budget < 32 + GEMV_MAX_M + self.unroll || budget < 32 + GEMV_MAX_M * self.dot_columns + 4 * self.dot_columns * self.dot_unroll {
             return Err("gemv: register budget below what the accumulators and loads in flight need");
         }
         Ok(())
@@ -549,12 +593,14 @@ const fn skinny(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
 /// `gemv` on sm_90 and sm_100: 16 warps (512 threads) with 8 loads of B in flight each (16
 /// for m ≤ 2) keep 16 to 32 KB in flight per block for HBM3/HBM3e. One block per SM leaves 128
 /// registers a thread, which the up to 8 × 8 broadcast values of A loaded ahead of their FMAs
-/// need (at 2 blocks, 64 registers, ptxas spilled).
-const GEMV_HBM3: GemvConfig = GemvConfig { warps: 16, unroll: 8, unroll_narrow: 16, blocks_per_sm: 1 };
+/// need (at 2 blocks, 64 registers, ptxas spilled). The dot body streams 2 rows of B per warp
+/// with 4 16-byte loads each in flight: 128 bytes per lane, 64 KB per block (Little's law at
+/// ~4.8 TB/s and ~1 µs over 132 SMs asks for ~36 KB per SM).
+const GEMV_HBM3: GemvConfig = GemvConfig { warps: 16, unroll: 8, unroll_narrow: 16, dot_columns: 2, dot_unroll: 4, blocks_per_sm: 1 };
 /// `gemv` elsewhere: 4 loads in flight per warp (8 for m ≤ 2); with 8 at m = 8, ptxas for
 /// these targets spilled at 128 registers, and their lower memory bandwidth needs fewer bytes
-/// in flight.
-const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 4, unroll_narrow: 8, blocks_per_sm: 1 };
+/// in flight (the dot body: 2 rows × 2 16-byte loads per lane, 32 KB per block).
+const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 4, unroll_narrow: 8, dot_columns: 2, dot_unroll: 2, blocks_per_sm: 1 };
 
 /// The SGEMM table, one row per architecture, in [`Arch::ALL`] order.
 pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [

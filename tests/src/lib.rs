@@ -109,11 +109,29 @@ pub fn tolerance(k: usize, scale: f64) -> f64 {
 }
 
 /// Reference values of the elements of C a check looks at (all of them, or a random sample
-/// plus the first and last), computed once and compared against any number of runs.
+/// plus the first and last together with every row's and every column's sum), computed once
+/// and compared against any number of runs.
 pub struct Expected {
     /// (index in the C buffer, reference value, error scale)
     points: Vec<(usize, f64, f64)>,
+    /// Sums over whole rows and columns of C (sampled checks only).
+    sums: Vec<LineSum>,
     k: usize,
+}
+
+/// The sum of one row (or column) of one batch's C: a check that sees every element, cheap
+/// to compute exactly (`Σ_j C(i, j) = α·Σ_p A(i, p)·(Σ_j B(p, j)) + β·Σ_j C₀(i, j)`).
+struct LineSum {
+    batch: usize,
+    /// Row `index` (true) or column `index`.
+    row: bool,
+    index: usize,
+    want: f64,
+    /// Tolerance scale: `4·Σ scale / sqrt(len)` over the line's elements. Their rounding
+    /// errors are independent, so their sum grows like the root of the sum of squares (≤ this
+    /// by Cauchy-Schwarz when the scales are alike), not like the sum: a missing tile of 64
+    /// elements moves a sum by orders of magnitude more.
+    scale: f64,
 }
 
 impl Expected {
@@ -140,7 +158,7 @@ impl Expected {
                 .collect();
             handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
         });
-        Expected { points, k: g.k }
+        Expected { points, sums: Vec::new(), k: g.k }
     }
 
     /// `count` random elements plus the first and the last.
@@ -154,7 +172,8 @@ impl Expected {
                 points.push((c_index(g, b, i, j), want, scale));
             }
         }
-        Expected { points, k: g.k }
+        let sums = (0..g.batch).flat_map(|b| line_sums(g, a, bm, c_before, b)).collect();
+        Expected { points, sums, k: g.k }
     }
 
     /// Compares a run's C against the reference; also checks that every element of every C
@@ -170,6 +189,21 @@ impl Expected {
             let within = err <= tol; // false for NaN too
             if !within && failures.len() < 8 {
                 failures.push(format!("C element {idx} = {got}, reference {want} (error {err:e}, tolerance {tol:e})"));
+            }
+        }
+        for line in &self.sums {
+            let len = if line.row { g.n } else { g.m };
+            let got: f64 = (0..len)
+                .map(|x| {
+                    let (i, j) = if line.row { (line.index, x) } else { (x, line.index) };
+                    c_after[c_index(g, line.batch, i, j)] as f64
+                })
+                .sum();
+            let err = (got - line.want).abs();
+            let tol = tolerance(self.k, line.scale);
+            if !(err <= tol) && failures.len() < 8 {
+                let what = if line.row { "row" } else { "column" };
+                failures.push(format!("C[batch {}] {what} {} sums to {got}, reference {} (error {err:e}, tolerance {tol:e})", line.batch, line.index, line.want));
             }
         }
         let mut inside = vec![false; c_after.len()];
@@ -195,6 +229,60 @@ impl Expected {
             Err(failures.join("\n"))
         }
     }
+}
+
+/// Reference sums of every row and every column of batch `b`'s C (see [`LineSum`]).
+fn line_sums(g: &Sgemm, a: &[f32], bm: &[f32], c_before: &[f32], b: usize) -> Vec<LineSum> {
+    let (alpha, beta) = (g.alpha as f64, g.beta as f64);
+    let reads = g.alpha != 0.0;
+    // Σ_j op(B)(p, j) and Σ_i op(A)(i, p), with their absolute values.
+    let mut b_rows = vec![(0.0f64, 0.0f64); g.k];
+    let mut a_cols = vec![(0.0f64, 0.0f64); g.k];
+    if reads {
+        for (p, (sum, abs)) in b_rows.iter_mut().enumerate() {
+            for j in 0..g.n {
+                let v = op_b(g, bm, b, p, j) as f64;
+                *sum += v;
+                *abs += v.abs();
+            }
+        }
+        for (p, (sum, abs)) in a_cols.iter_mut().enumerate() {
+            for i in 0..g.m {
+                let v = op_a(g, a, b, i, p) as f64;
+                *sum += v;
+                *abs += v.abs();
+            }
+        }
+    }
+    let c0 = |i: usize, j: usize| if g.beta != 0.0 { c_before[c_index(g, b, i, j)] as f64 } else { 0.0 };
+    let mut out = Vec::with_capacity(g.m + g.n);
+    for i in 0..g.m {
+        let (mut want, mut scale) = (0.0, 0.0);
+        if reads {
+            for (p, &(sum, abs)) in b_rows.iter().enumerate() {
+                let x = op_a(g, a, b, i, p) as f64;
+                want += x * sum;
+                scale += x.abs() * abs;
+            }
+        }
+        let (c_sum, c_abs) = (0..g.n).map(|j| c0(i, j)).fold((0.0, 0.0), |(s, t), v| (s + v, t + v.abs()));
+        let scale = alpha.abs() * scale + beta.abs() * c_abs;
+        out.push(LineSum { batch: b, row: true, index: i, want: alpha * want + beta * c_sum, scale: 4.0 * scale / (g.n as f64).sqrt() });
+    }
+    for j in 0..g.n {
+        let (mut want, mut scale) = (0.0, 0.0);
+        if reads {
+            for (p, &(sum, abs)) in a_cols.iter().enumerate() {
+                let x = op_b(g, bm, b, p, j) as f64;
+                want += sum * x;
+                scale += abs * x.abs();
+            }
+        }
+        let (c_sum, c_abs) = (0..g.m).map(|i| c0(i, j)).fold((0.0, 0.0), |(s, t), v| (s + v, t + v.abs()));
+        let scale = alpha.abs() * scale + beta.abs() * c_abs;
+        out.push(LineSum { batch: b, row: false, index: j, want: alpha * want + beta * c_sum, scale: 4.0 * scale / (g.m as f64).sqrt() });
+    }
+    out
 }
 
 /// Elements a buffer needs for the stored matrix (rows × cols, leading dimension `ld`) over

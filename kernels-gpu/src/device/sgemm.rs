@@ -96,7 +96,7 @@ use super::ptx::{
     shared_address, sync_threads, thread_idx_x,
 };
 use super::BUILD_CONFIG;
-use super::gemv::gemv;
+use super::gemv::{gemv, gemv_dot};
 use crate::sgemm_config::{
     k_slice, sgemm_config, tile_origin_inside, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD,
 };
@@ -122,7 +122,7 @@ const B_COPIES_AT_KK: usize = 2;
 /// Four floats read or written as one 16-byte access (`ld.v4.f32` / `st.v4.f32`).
 #[derive(Clone, Copy)]
 #[repr(C, align(16))]
-struct Float4([f32; 4]);
+pub(super) struct Float4(pub(super) [f32; 4]);
 
 /// The canonical problem of one launch (see the module docs): the entry point's parameters,
 /// defined once for host and device in [`crate::abi`].
@@ -856,19 +856,22 @@ unsafe fn sgemm<
 }
 
 /// Defines the PTX entry point of one variant and operand layout with this build's config row:
-/// the `gemv` kernel for [`SgemmVariant::Gemv`], the block-tile kernel for the others.
+/// the `gemv` kernel for [`SgemmVariant::Gemv`] (its dot body where B is k-contiguous, its
+/// column body otherwise), the block-tile kernel for the others.
 macro_rules! sgemm_entry {
     ($name:ident, Gemv, $operands:ident) => {
         sgemm_entry!(@signature $name, |problem| {
             const G: GemvConfig = sgemm_config(BUILD_CONFIG).gemv;
             const OPERANDS: SgemmOperands = SgemmOperands::$operands;
-            gemv::<
-                { G.warps as usize },
-                { G.unroll as usize },
-                { G.unroll_narrow as usize },
-                { OPERANDS.a_k_contiguous() },
-                { OPERANDS.b_k_contiguous() },
-            >(&problem)
+            if OPERANDS.b_k_contiguous() {
+                gemv_dot::<
+                    { G.dot_columns as usize },
+                    { G.dot_unroll_for(OPERANDS.a_k_contiguous()) as usize },
+                    { OPERANDS.a_k_contiguous() },
+                >(&problem, G)
+            } else {
+                gemv::<{ G.warps as usize }, { G.unroll as usize }, { G.unroll_narrow as usize }, { OPERANDS.a_k_contiguous() }>(&problem)
+            }
         });
     };
     ($name:ident, $variant:ident, $operands:ident) => {
