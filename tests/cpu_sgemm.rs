@@ -193,14 +193,17 @@ fn edge_semantics_of_the_plan() {
 fn dispatcher_follows_its_rule() {
     let row = sgemm_config(Arch::Sm90);
     let choose = |m: usize, n: usize, k: usize, batch: usize| choose_kernel(m, n, k, batch, row, H200_SMS).to_string();
-    for m in [1, 4, 8] {
+    // Up to GEMV_DISPATCH_MAX rows or columns: `gemv`, either way round.
+    for m in [1, 4] {
         assert_eq!(choose(m, 4096, 4096, 1), "gemv");
+        assert_eq!(choose(4096, m, 4096, 1), "gemv");
     }
-    // From m = 9 `gemv` needs two passes over B; 16-row tiles stream it once, their k split
-    // over a cluster of 5 (64 tiles alone leave most SMs idle; H200: 35 µs against 69 µs).
-    for m in [9, 16] {
+    // From m = 5 16-row tiles stream B once, their k split over a cluster of 5 (64 tiles alone
+    // leave most SMs idle; H200: 35 µs against 69 µs); from 9 `gemv` would need two passes.
+    for m in [5, 8, 9, 16] {
         assert_eq!(choose(m, 4096, 4096, 1), "skinny/k5");
     }
+    assert_ne!(choose(16384, 8, 16384, 1), "gemv");
     assert_ne!(choose(17, 4096, 4096, 1), "gemv");
     // Large problems fill the GPU with the biggest tile, unsplit.
     for s in [2048, 4096, 8192] {
@@ -404,7 +407,7 @@ fn builder_setters_commute() {
     assert_eq!((s.stride_a, s.stride_b, s.stride_c, s.lda), (16, 16, 16, 4));
 }
 
-/// `gemv` takes every problem with at most `GEMV_MAX_M` rows or columns, streams the larger
+/// `gemv` takes every problem with at most `GEMV_DISPATCH_MAX` rows or columns, streams the larger
 /// operand (a product with fewer columns than rows runs turned around, C written transposed),
 /// uses its dot body exactly where the streamed operand is k-contiguous, and sizes the grid
 /// from the kernel's own column count.
@@ -421,7 +424,7 @@ fn gemv_orientation_and_grid() {
     assert_eq!((p.variant, p.operands, p.params.m, p.params.n), (SgemmVariant::Gemv, SgemmOperands::Nt, 1, 32000));
     assert_eq!(p.params.flags & C_TRANSPOSED, 0);
     assert_eq!(p.params.flags & (A_VECTOR | B_VECTOR), A_VECTOR | B_VECTOR);
-    assert_eq!(p.grid.0, 32000u32.div_ceil(gemv.dot_columns_per_block(4096)));
+    assert_eq!(p.grid.0, 32000u32.div_ceil(gemv.dot_columns_per_block(32000, 4096)));
     // m = 1 against B n-contiguous: the column body, 32 columns per block.
     let p = row(1, 32000, 4096, no, no);
     assert_eq!((p.operands, p.grid.0), (SgemmOperands::Nn, 32000u32.div_ceil(GEMV_COLUMNS)));
@@ -448,24 +451,31 @@ fn gemv_orientation_and_grid() {
 }
 
 /// The dot body's split of k over the warps of a block: a power of two dividing the block's
-/// warps, at least `GEMV_DOT_MIN_K_PER_WARP` of k each, as many as that allows; the columns
-/// per block follow.
+/// warps, at least `GEMV_DOT_MIN_K_PER_WARP` of k each, the grid under
+/// `GEMV_DOT_FILL_WARPS` warps, as many as that allows; the columns per block follow.
 #[test]
 fn gemv_dot_k_split_rule() {
-    use cukernels::GEMV_DOT_MIN_K_PER_WARP as MIN;
+    use cukernels::{GEMV_DOT_FILL_WARPS as FILL, GEMV_DOT_MIN_K_PER_WARP as MIN};
     for row in SGEMM_CONFIGS {
         let g = row.gemv;
-        let mut last = 1;
-        for k in [0u32, 1, 1023, MIN, 2 * MIN - 1, 2 * MIN, 4099, 17001, 100_000, u32::MAX] {
-            let w = g.dot_k_warps(k);
-            assert!(w.is_power_of_two() && g.warps % w == 0, "{}: k {k} -> {w}", row.arch);
-            assert!(w == 1 || w as u64 * MIN as u64 <= k as u64, "{}: k {k} -> {w} warps of less than {MIN}", row.arch);
-            assert!(w == g.warps || 2 * w as u64 * MIN as u64 > k as u64, "{}: k {k} -> {w}: could split further", row.arch);
-            assert!(w >= last, "more k never means fewer warps on it");
-            last = w;
-            assert_eq!(g.dot_columns_per_block(k), g.warps / w * g.dot_columns);
+        for n in [1u32, 2, 3, 64, 1000, 4096, 16384, 32000, 1 << 30] {
+            let groups = n.div_ceil(g.dot_columns) as u64;
+            let mut last = 1;
+            for k in [0u32, 1, 1023, MIN, 2 * MIN - 1, 2 * MIN, 4099, 17001, 100_000, u32::MAX] {
+                let w = g.dot_k_warps(n, k);
+                let at = format!("{} n {n} k {k} -> {w} warps", row.arch);
+                assert!(w.is_power_of_two() && g.warps % w == 0, "{at}");
+                assert!(w == 1 || (w as u64 * MIN as u64 <= k as u64 && groups * w as u64 <= FILL), "{at}: slices under {MIN} or grid over {FILL} warps");
+                let doubled = 2 * w as u64;
+                assert!(w == g.warps || doubled * MIN as u64 > k as u64 || groups * doubled > FILL, "{at}: could split further");
+                assert!(w >= last, "{at}: more k never means fewer warps on it");
+                last = w;
+                assert_eq!(g.dot_columns_per_block(n, k), g.warps / w * g.dot_columns);
+            }
         }
-        assert_eq!(last, g.warps);
+        // One column against a long k takes the whole block; many columns never split.
+        assert_eq!(g.dot_k_warps(1, u32::MAX), g.warps);
+        assert_eq!(g.dot_k_warps(32000, 4096), 1);
     }
     // The checker refuses a dot body that would not fit its registers or shared memory.
     let bad = cukernels::GemvConfig { dot_columns: 5, ..sgemm_config(Arch::Sm90).gemv };

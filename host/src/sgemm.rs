@@ -31,7 +31,7 @@ use crate::runtime::Cukernels;
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR};
-use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, GEMV_COLUMNS, GEMV_MAX_M, MAX_K_SPLITS};
+use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, GEMV_COLUMNS, MAX_K_SPLITS};
 use std::ffi::c_void;
 
 /// Which kernel runs a problem: a variant, and over how many blocks (one thread-block cluster)
@@ -350,7 +350,7 @@ impl Sgemm {
             ),
         };
         let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, if reads_inputs { g.k } else { 0 }, g.batch, row, sm_count));
-        // `gemv` keeps at most GEMV_MAX_M rows of C in registers and streams B: a product with
+        // `gemv` keeps at most `GEMV_MAX_M` rows of C in registers and streams B: a product with
         // fewer columns than rows runs turned around, `Cᵀ = op(B)ᵀ · op(A)ᵀ` (the operands swap
         // and transpose, C is written transposed: `C_TRANSPOSED`), so the operand it streams
         // is always the larger one.
@@ -413,8 +413,8 @@ impl Sgemm {
         let (grid_x, name, value, what) = match variant {
             SgemmVariant::Gemv => {
                 // Column body: 32 columns per block; dot body (B k-contiguous): as many as the
-                // kernel derives from k, by the same function.
-                let columns = if b_k_contiguous { row.gemv.dot_columns_per_block(k as u32) } else { GEMV_COLUMNS };
+                // kernel derives from n and k, by the same function.
+                let columns = if b_k_contiguous { row.gemv.dot_columns_per_block(cn as u32, k as u32) } else { GEMV_COLUMNS };
                 (cn.div_ceil(columns as usize) as u64, n_name, n_value, format!("{n_name} needs blocks of {columns} columns"))
             }
             _ => {
@@ -483,6 +483,15 @@ pub struct SgemmPlan {
     /// Nothing to compute (m, n or batch is 0): no launch.
     pub empty: bool,
 }
+
+/// The most rows (or columns) of C for which the dispatcher picks `gemv`. Measured on the
+/// H200 (2026-12-02, every candidate timed): at 1 to 4 rows `gemv` was the fastest kernel on
+/// every shape but one (4 × 16384², B n-contiguous: `skinny` 11% faster), and 0.89-1.44× cuBLAS;
+/// at 8 rows the 16-row `skinny` tiles beat it by 17-67% (8 × 32000 × 4096 with B `[out, in]`,
+/// 8 × 16384²), and at 8 columns `medium` split over 2 blocks by 20% (16384 × 8 × 16384): its
+/// eight accumulators per column and lane, and eight loads of A per chunk of B, cost more
+/// than the tiles' redundant rows.
+pub const GEMV_DISPATCH_MAX: usize = 4;
 
 /// How fast one SM runs a variant's tiles, as the dispatcher's cost model sees it: with `w`
 /// warps resident, `peak × w / (w + half_warps)` (FMA work per unit of time): few warps cannot
@@ -553,11 +562,13 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
     out
 }
 
-/// The dispatcher. For `m ≤ GEMV_MAX_M` (8) the problem is a few matrix-vector products bound
-/// by streaming B, and `gemv` streams it in one pass (H200, n = k = 4096: 22 µs at m = 1 and
-/// 31 µs at m = 4, against 74 µs for the 16-row `skinny` tiles); likewise for `n ≤ GEMV_MAX_M`,
-/// which `gemv` runs turned around (see [`Sgemm::plan`]), streaming A. From 9 it would take two
-/// passes, and `skinny` is the faster (m = 16: 67 µs against 85 µs). Otherwise every
+/// The dispatcher. For `m ≤ GEMV_DISPATCH_MAX` (4) the problem is a few matrix-vector
+/// products bound by streaming B, and `gemv` streams it in one pass (H200, n = k = 4096: 22 µs
+/// at m = 1 and 31 µs at m = 4, against 74 µs for the 16-row `skinny` tiles); likewise for
+/// `n ≤ GEMV_DISPATCH_MAX`, which `gemv` runs turned around (see [`Sgemm::plan`]), streaming
+/// A. `gemv` computes up to `GEMV_MAX_M` (8) rows in one pass, but from 5 rows on the tiles
+/// were as fast or faster (see [`GEMV_DISPATCH_MAX`]); from 9 `gemv` would take two passes.
+/// Otherwise every
 /// candidate ([`kernel_candidates`]) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
 /// grid has fewer blocks per SM), the grid runs in `waves = ceil(blocks / (SMs × resident))`,
@@ -569,7 +580,7 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// estimate wins; ties go to the bigger tile and the fewer splits. `cukernels-bench`
 /// reports, per shape, how far this choice is from the fastest candidate (dispatch regret).
 pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmChoice {
-    if m.min(n) <= GEMV_MAX_M as usize {
+    if m.min(n) <= GEMV_DISPATCH_MAX {
         return SgemmVariant::Gemv.into();
     }
     let sms = sm_count.max(1) as f64;

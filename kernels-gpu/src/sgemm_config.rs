@@ -317,6 +317,12 @@ pub struct GemvConfig {
 /// would leave lanes with less than a couple of chunks each and add a shared-memory reduction
 /// for nothing. 1024 = 8 chunks of 4 per lane.
 pub const GEMV_DOT_MIN_K_PER_WARP: u32 = 1024;
+/// The dot body splits k over more warps only while the whole grid has fewer warps than this:
+/// with enough columns, one warp per column group streams its rows from end to end with no
+/// barrier and no shared-memory reduction. 8192 warps are four waves of one 16-warp block on
+/// each of the H200's 132 SMs (the dot body runs one block per SM: 128 registers a thread).
+/// Measured on the H200 (1 × 32000 × 4096, B `[out, in]`): k over 4 warps, 3.1 TB/s.
+pub const GEMV_DOT_FILL_WARPS: u64 = 8192;
 
 impl GemvConfig {
     pub const fn threads(&self) -> u32 {
@@ -327,30 +333,39 @@ impl GemvConfig {
     pub const fn smem_bytes(&self) -> u32 {
         self.warps * GEMV_MAX_M * GEMV_COLUMNS * 4
     }
-    /// Dot body: warps that share one group of `dot_columns` columns, each taking a contiguous
-    /// slice of k: the largest power of two up to `warps` that leaves every warp at least
-    /// [`GEMV_DOT_MIN_K_PER_WARP`] of k (1 for short k). The host sizes the grid with the
-    /// same function.
-    pub const fn dot_k_warps(&self, k: u32) -> u32 {
+    /// Dot body: warps that share one group of `dot_columns` of the `n` columns, each taking a
+    /// contiguous slice of k: the largest power of two up to `warps` that leaves every warp at
+    /// least [`GEMV_DOT_MIN_K_PER_WARP`] of k and the grid under [`GEMV_DOT_FILL_WARPS`]
+    /// warps (1 for short k or many columns). The host sizes the grid with the same function.
+    pub const fn dot_k_warps(&self, n: u32, k: u32) -> u32 {
+        let groups = n.div_ceil(self.dot_columns) as u64;
         let mut w = 1;
-        while w * 2 <= self.warps && self.warps % (w * 2) == 0 && (w * 2) as u64 * GEMV_DOT_MIN_K_PER_WARP as u64 <= k as u64 {
+        while w * 2 <= self.warps
+            && (w * 2) as u64 * GEMV_DOT_MIN_K_PER_WARP as u64 <= k as u64
+            && groups * (w * 2) as u64 <= GEMV_DOT_FILL_WARPS
+        {
             w *= 2;
         }
         w
     }
-    /// Dot body: chunks in flight per row of B and lane, given A's layout. An m-contiguous A
-    /// costs `4·M` scalar loads per chunk, which ptxas hoists next to the loads of B: half
-    /// the chunks there (sm_90 at 4: 8 bytes spilled at m = 8).
-    pub const fn dot_unroll_for(&self, a_k_contiguous: bool) -> u32 {
-        if a_k_contiguous || self.dot_unroll == 1 {
-            self.dot_unroll
-        } else {
-            self.dot_unroll / 2
-        }
+    /// Dot body, 16-byte chunks (A k-contiguous, B's rows aligned): chunks in flight per
+    /// row of B and lane for `m` rows of A in a pass: `dot_unroll`, twice as many for m ≤ 2,
+    /// where the values of A take few registers (as the column body's `unroll_narrow`).
+    pub const fn dot_unroll_for_rows(&self, m: u32) -> u32 {
+        if m <= 2 { 2 * self.dot_unroll } else { self.dot_unroll }
     }
-    /// Dot body: columns of C one block computes for a given k.
-    pub const fn dot_columns_per_block(&self, k: u32) -> u32 {
-        self.warps / self.dot_k_warps(k) * self.dot_columns
+    /// Dot body, chunks of one float per lane (an m-contiguous A, whose values for one k are M
+    /// floats apart from the next k's, or rows not 16-byte aligned): loads of B in flight per
+    /// row and lane. Twice `dot_unroll` for an m-contiguous A: read in 16-byte chunks of k, it
+    /// cost 4·M scalar loads per chunk, which ptxas hoisted next to B's (sm_90 spilled at two
+    /// chunks) and left a quarter of the loads in flight (0.97 TB/s for 16384 × 4 × 16384).
+    /// `dot_unroll` for a k-contiguous A with unaligned rows (twice spilled 40 bytes, sm_90).
+    pub const fn dot_unroll_scalar(&self, a_k_contiguous: bool) -> u32 {
+        if a_k_contiguous { self.dot_unroll } else { 2 * self.dot_unroll }
+    }
+    /// Dot body: columns of C one block computes for a given n and k.
+    pub const fn dot_columns_per_block(&self, n: u32, k: u32) -> u32 {
+        self.warps / self.dot_k_warps(n, k) * self.dot_columns
     }
     pub const fn check(&self, arch: Arch) -> Result<(), &'static str> {
         let l = arch.limits();
@@ -371,7 +386,10 @@ impl GemvConfig {
             return Err("gemv: blocks_per_sm x shared memory exceeds the SM's shared memory");
         }
         let budget = l.regs_per_sm / (self.threads() * self.blocks_per_sm);
-        if budget < 32 + GEMV_MAX_M + self.unroll || budget < 32 + GEMV_MAX_M * self.dot_columns + 4 * self.dot_columns * self.dot_unroll {
+        if budget < 32 + GEMV_MAX_M + self.unroll
+            || budget < 32 + GEMV_MAX_M * self.dot_columns + 4 * self.dot_columns * self.dot_unroll
+            || budget < 32 + 2 * self.dot_columns + 4 * self.dot_columns * self.dot_unroll_for_rows(2)
+        {
             return Err("gemv: register budget below what the accumulators and loads in flight need");
         }
         Ok(())

@@ -25,13 +25,15 @@
 //! Each column of C is the dot product of A's rows with one contiguous row of B, so a warp
 //! takes whole rows of B: its lanes read consecutive 16-byte chunks of a row (512 bytes per
 //! warp and load), `DOT_UNROLL` chunks of each of its `DOT_COLUMNS` rows in flight, and the
-//! matching chunk of each row of A (16-byte loads too where A is k-contiguous, served by L1:
-//! every warp of the SM reads the same A). Each lane ends with partial sums over the k it
+//! matching chunk of each row of A (16-byte loads too, served by L1: every warp of the SM
+//! reads the same A). Each lane ends with partial sums over the k it
 //! read; a butterfly of shuffles adds the 32 lanes' partials in a fixed order. Where k is
-//! long, [`GemvConfig::dot_k_warps`] warps share a group of columns, each taking a
-//! contiguous slice of k, and their sums meet in shared memory, added in warp order. Rows
-//! that are not 16-byte aligned (an odd leading dimension) are read a float per lane (still
-//! 128 contiguous bytes per warp). Columns past n in a block's last group re-read the last
+//! long and columns are too few to fill the GPU, [`GemvConfig::dot_k_warps`] warps share a
+//! group of columns, each taking a contiguous slice of k, and their sums meet in shared
+//! memory, added in warp order. Rows that are not 16-byte aligned (an odd leading dimension),
+//! and any row of B when A is m-contiguous (A's M values of one k are contiguous, not its k
+//! values of one row), are read a float per lane instead: still 128 contiguous bytes of B per
+//! warp and load, with twice the loads in flight. Columns past n in a block's last group re-read the last
 //! row of B and are not stored, so no lane branches around the loads.
 //!
 //! ## Both bodies
@@ -187,11 +189,13 @@ struct DotSlice<const R: usize> {
     row0: u32,
     k_begin: u32,
     k_end: u32,
-    /// A's rows are k-contiguous and 16-byte aligned: 16-byte loads of A too.
+    /// A's rows are k-contiguous and 16-byte aligned: 16-byte loads of A too (else four
+    /// floats per chunk).
     a_vector: bool,
 }
 
-/// Row `i` of this pass of A at k = `q`, `W` consecutive k (16 bytes when they can be).
+/// Row `i` of this pass of A at k = `q`, `W` consecutive k (16 bytes at once where they can
+/// be).
 #[inline(always)]
 unsafe fn a_chunk<const W: usize, const A_K_CONTIGUOUS: bool, const R: usize>(s: &DotSlice<R>, i: usize, q: u32) -> [f32; W] {
     let row = (s.row0 + i as u32) as u64;
@@ -309,44 +313,53 @@ unsafe fn dot_partials<const M: usize, const R: usize, const U: usize, const W: 
 }
 
 /// [`dot_partials`] with `M` fixed at compile time from the pass's row count, and the chunk
-/// width from the operands' alignment (run-time values, uniform across the block).
+/// width from the operands' layout and alignment: 16-byte chunks where A is k-contiguous and
+/// B's rows are aligned (`U` chunks in flight, `U_NARROW` for m ≤ 2:
+/// [`GemvConfig::dot_unroll_for_rows`]), a float per lane otherwise (`U_SCALAR`:
+/// [`GemvConfig::dot_unroll_scalar`]). `b_vector` is a run-time value, uniform across the
+/// block. (A's own alignment is tested per chunk: with that test inside, LLVM does not hoist
+/// every chunk's loads of A above the FMAs of the chunks before; without it, at m = 8, ptxas
+/// spilled 40 bytes on sm_90.)
 #[inline(always)]
-unsafe fn dot_partials_for<const R: usize, const U: usize, const A_K_CONTIGUOUS: bool>(
+unsafe fn dot_partials_for<const R: usize, const U: usize, const U_NARROW: usize, const U_SCALAR: usize, const A_K_CONTIGUOUS: bool>(
     s: &DotSlice<R>,
     rows: u32,
     lane: u32,
     b_vector: bool,
 ) -> [[f32; R]; MAX_M] {
     macro_rules! by_rows {
-        ($w:literal) => {
+        ($w:literal, $u:ident, $u_narrow:ident) => {
             match rows {
-                1 => dot_partials::<1, R, U, $w, A_K_CONTIGUOUS>(s, lane),
-                2 => dot_partials::<2, R, U, $w, A_K_CONTIGUOUS>(s, lane),
-                3 => dot_partials::<3, R, U, $w, A_K_CONTIGUOUS>(s, lane),
-                4 => dot_partials::<4, R, U, $w, A_K_CONTIGUOUS>(s, lane),
-                5 => dot_partials::<5, R, U, $w, A_K_CONTIGUOUS>(s, lane),
-                6 => dot_partials::<6, R, U, $w, A_K_CONTIGUOUS>(s, lane),
-                7 => dot_partials::<7, R, U, $w, A_K_CONTIGUOUS>(s, lane),
-                _ => dot_partials::<MAX_M, R, U, $w, A_K_CONTIGUOUS>(s, lane),
+                1 => dot_partials::<1, R, $u_narrow, $w, A_K_CONTIGUOUS>(s, lane),
+                2 => dot_partials::<2, R, $u_narrow, $w, A_K_CONTIGUOUS>(s, lane),
+                3 => dot_partials::<3, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                4 => dot_partials::<4, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                5 => dot_partials::<5, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                6 => dot_partials::<6, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                7 => dot_partials::<7, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                _ => dot_partials::<MAX_M, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
             }
         };
     }
-    if b_vector { by_rows!(4) } else { by_rows!(1) }
+    if A_K_CONTIGUOUS && b_vector { by_rows!(4, U, U_NARROW) } else { by_rows!(1, U_SCALAR, U_SCALAR) }
 }
 
 /// The dot body (see the module docs): B k-contiguous. `R` columns per warp, `U` chunks per
-/// column in flight; the block's warps form `WARPS / k_warps` column groups of `k_warps` warps
+/// column in flight (`U_NARROW` for m ≤ 2, `U_SCALAR` for chunks of a float); the block's warps form `WARPS / k_warps` column groups of `k_warps` warps
 /// each ([`GemvConfig::dot_k_warps`]; `config` is this build's row, a constant).
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-pub(super) unsafe fn gemv_dot<const R: usize, const U: usize, const A_K_CONTIGUOUS: bool>(p: &Problem, config: GemvConfig) {
+pub(super) unsafe fn gemv_dot<const R: usize, const U: usize, const U_NARROW: usize, const U_SCALAR: usize, const A_K_CONTIGUOUS: bool>(
+    p: &Problem,
+    config: GemvConfig,
+) {
     let tid = thread_idx_x();
     let lane = tid % 32;
     let warp = tid / 32;
-    let k_warps = config.dot_k_warps(p.k);
+    let k_warps = config.dot_k_warps(p.n, p.k);
     let group = warp / k_warps;
     let k_rank = warp % k_warps;
-    let block_cols = config.dot_columns_per_block(p.k);
+    let block_cols = config.dot_columns_per_block(p.n, p.k);
     let col0 = block_idx_x() * block_cols + group * R as u32;
     // Slices of whole 4-wide chunks, so 16-byte loads stay aligned in every slice.
     let slice_len = p.k.div_ceil(k_warps).next_multiple_of(4);
@@ -372,7 +385,7 @@ pub(super) unsafe fn gemv_dot<const R: usize, const U: usize, const A_K_CONTIGUO
         while row0 < p.m {
             let rows = (p.m - row0).min(GEMV_MAX_M);
             let s = DotSlice { a, b_rows, lda: p.lda, row0, k_begin, k_end, a_vector };
-            let acc = dot_partials_for::<R, U, A_K_CONTIGUOUS>(&s, rows, lane, b_vector);
+            let acc = dot_partials_for::<R, U, U_NARROW, U_SCALAR, A_K_CONTIGUOUS>(&s, rows, lane, b_vector);
             if k_warps == 1 {
                 // Lane i·R + r stores row i, column r.
                 for i in 0..MAX_M {

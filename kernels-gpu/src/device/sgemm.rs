@@ -866,7 +866,9 @@ macro_rules! sgemm_entry {
             if OPERANDS.b_k_contiguous() {
                 gemv_dot::<
                     { G.dot_columns as usize },
-                    { G.dot_unroll_for(OPERANDS.a_k_contiguous()) as usize },
+                    { G.dot_unroll_for_rows(3) as usize },
+                    { G.dot_unroll_for_rows(1) as usize },
+                    { G.dot_unroll_scalar(OPERANDS.a_k_contiguous()) as usize },
                     { OPERANDS.a_k_contiguous() },
                 >(&problem, G)
             } else {
