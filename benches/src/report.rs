@@ -38,43 +38,39 @@ pub fn config_table() -> String {
             )
             .unwrap();
         }
+        // The streaming kernel's two bodies: the column body (B n-contiguous: 32 columns per
+        // block, k over the warps, loads in flight per lane for m ≥ 3 / m ≤ 2) and the dot body
+        // (B k-contiguous: dot_columns rows of B per warp, k over 1 to `warps` warps by k's
+        // length, 16-byte loads in flight per lane × rows of B per warp).
         let g = row.gemv;
-        writeln!(
-            s,
-            "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
-            arch.name(),
-            "gemv",
-            format!("<={}x{}xk", cukernels::GEMV_MAX_M, cukernels::GEMV_COLUMNS),
-            "-",
-            format!("k/{}", g.warps),
-            g.threads(),
-            format!("u{}/{}", g.unroll, g.unroll_narrow),
-            g.smem_bytes(),
-            g.blocks_per_sm,
-            "stream",
-            "-",
-            "-"
-        )
-        .unwrap();
-        // The dot body (B k-contiguous): dot_columns rows of B per warp, k over 1 to `warps`
-        // warps by k's length, so a block has dot_columns to warps × dot_columns columns.
-        writeln!(
-            s,
-            "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
-            arch.name(),
-            "gemv.dot",
-            format!("<={}x{}-{}xk", cukernels::GEMV_MAX_M, g.dot_columns, g.warps * g.dot_columns),
-            "-",
-            format!("k/1-{}", g.warps),
-            g.threads(),
-            format!("u{}x{}", g.dot_unroll, g.dot_columns),
-            g.smem_bytes(),
-            g.blocks_per_sm,
-            "stream",
-            "-",
-            "-"
-        )
-        .unwrap();
+        let bodies = [
+            ("gemv", format!("<={}x{}xk", cukernels::GEMV_MAX_M, cukernels::GEMV_COLUMNS), format!("k/{}", g.warps), format!("u{}/{}", g.unroll, g.unroll_narrow)),
+            (
+                "gemv.dot",
+                format!("<={}x{}-{}xk", cukernels::GEMV_MAX_M, g.dot_columns, g.warps * g.dot_columns),
+                format!("k/1-{}", g.warps),
+                format!("u{}x{}", g.dot_unroll, g.dot_columns),
+            ),
+        ];
+        for (name, block, split, loads) in bodies {
+            writeln!(
+                s,
+                "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
+                arch.name(),
+                name,
+                block,
+                "-",
+                split,
+                g.threads(),
+                loads,
+                g.smem_bytes(),
+                g.blocks_per_sm,
+                "stream",
+                "-",
+                "-"
+            )
+            .unwrap();
+        }
     }
     writeln!(s, "\nMoE mul_mat_id configs (tile rows x features, warps x features per warp, engine, smem, designed blocks/SM; decode path up to the average rows per expert)").unwrap();
     writeln!(s, "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}", "arch", "path", "tile", "warps", "engine", "smem B", "blk/SM", "decode <=").unwrap();

@@ -290,6 +290,10 @@ impl SgemmArchConfig {
 
 /// Most rows of C one pass of the `gemv` kernel computes (its accumulators per lane).
 pub const GEMV_MAX_M: u32 = 8;
+/// Most rows of C one pass of `gemv`'s dot body computes: 4 accumulators per lane and row of B.
+/// At 8, ptxas spilled 16-88 bytes on sm_70, sm_75, sm_80 and sm_120 (12.9; sm_90 fit), and
+/// the dispatcher sends `gemv` at most 4 rows anyway (tiles measured faster beyond).
+pub const GEMV_DOT_MAX_M: u32 = 4;
 /// Columns of C per `gemv` block: one per lane of a warp.
 pub const GEMV_COLUMNS: u32 = 32;
 
