@@ -492,8 +492,6 @@ pub struct SgemmPlan {
 /// eight accumulators per column and lane, and eight loads of A per chunk of B, cost more
 /// than the tiles' redundant rows.
 pub const GEMV_DISPATCH_MAX: usize = 4;
-// `gemv`'s dot body computes that many rows in one pass.
-const _: () = assert!(GEMV_DISPATCH_MAX <= cukernels_gpu::GEMV_DOT_MAX_M as usize);
 
 /// How fast one SM runs a variant's tiles, as the dispatcher's cost model sees it: with `w`
 /// warps resident, `peak × w / (w + half_warps)` (FMA work per unit of time): few warps cannot

@@ -290,10 +290,6 @@ impl SgemmArchConfig {
 
 /// Most rows of C one pass of the `gemv` kernel computes (its accumulators per lane).
 pub const GEMV_MAX_M: u32 = 8;
-/// Most rows of C one pass of `gemv`'s dot body computes: 4 accumulators per lane and row of B.
-/// At 8, ptxas spilled 16-88 bytes on sm_70, sm_75, sm_80 and sm_120 (12.9; sm_90 fit), and
-/// the dispatcher sends `gemv` at most 4 rows anyway (tiles measured faster beyond).
-pub const GEMV_DOT_MAX_M: u32 = 4;
 /// Columns of C per `gemv` block: one per lane of a warp.
 pub const GEMV_COLUMNS: u32 = 32;
 
@@ -621,8 +617,13 @@ const fn skinny(bk: u32, stages: u32, blocks_per_sm: u32) -> SgemmTile {
 const GEMV_HBM3: GemvConfig = GemvConfig { warps: 16, unroll: 8, unroll_narrow: 16, dot_columns: 2, dot_unroll: 4, blocks_per_sm: 1 };
 /// `gemv` elsewhere: 4 loads in flight per warp (8 for m ≤ 2); with 8 at m = 8, ptxas for
 /// these targets spilled at 128 registers, and their lower memory bandwidth needs fewer bytes
-/// in flight (the dot body: 2 rows × 2 16-byte loads per lane, 32 KB per block).
-const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 4, unroll_narrow: 8, dot_columns: 2, dot_unroll: 2, blocks_per_sm: 1 };
+/// in flight (the dot body: 1 row × 2 16-byte loads per lane, 16 KB per block; at 2 rows of
+/// B per warp, ptxas 12.9 spilled 16-88 bytes for sm_70, sm_75, sm_80 and sm_120 at m = 8).
+/// Not measured on these architectures.
+const GEMV: GemvConfig = GemvConfig { warps: 16, unroll: 4, unroll_narrow: 8, dot_columns: 1, dot_unroll: 2, blocks_per_sm: 1 };
+/// `gemv` on sm_70: as [`GEMV`], with one 16-byte load per row of B and lane in flight in the
+/// dot body (at two, ptxas 12.9 spilled 16 bytes for sm_70 at m = 8).
+const GEMV_VOLTA: GemvConfig = GemvConfig { dot_unroll: 1, ..GEMV };
 
 /// The SGEMM table, one row per architecture, in [`Arch::ALL`] order.
 pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
@@ -639,7 +640,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         medium: medium(16, 2, 4),
         small: small(16, 2, 8),
         skinny: skinny(32, 2, 4),
-        gemv: GEMV,
+        gemv: GEMV_VOLTA,
     },
     // sm_75 (T4): no cp.async; only 64 KB of shared memory and 1024 threads per SM, so at most
     // 4 blocks of 256 threads: `large` at two blocks (128 registers each) is the sweet spot;

@@ -37,20 +37,19 @@
 //! row of B and are not stored, so no lane branches around the loads.
 //!
 //! ## Both bodies
-//! - **Rows**: the accumulators are `M ≤ GEMV_MAX_M` per lane (`GEMV_DOT_MAX_M` per lane and
-//!   column in the dot body), with M a compile-time constant chosen at run time from m (one
-//!   specialized loop per M, no wasted FMAs). Larger m runs in passes of that many rows, each
-//!   streaming B again: correct for any m, fast only for small.
+//! - **Rows**: the accumulators are `M ≤ GEMV_MAX_M` per lane (and column), with M a
+//!   compile-time constant chosen at run time from m (one specialized loop per M, no wasted
+//!   FMAs). Larger m runs in passes of `GEMV_MAX_M` rows, each streaming B again: correct for
+//!   any m, fast only for small.
 //! - **Reduction**: fixed order everywhere (deterministic), then alpha and beta (C unread
 //!   when beta = 0).
 
 use super::ptx::{block_idx_x, block_idx_z, dynamic_smem, fma, grid_dim_z, shfl_xor_f32, sync_threads, thread_idx_x};
 use super::sgemm::{Float4, Problem};
-use crate::sgemm_config::{GemvConfig, GEMV_COLUMNS, GEMV_DOT_MAX_M, GEMV_MAX_M};
+use crate::sgemm_config::{GemvConfig, GEMV_COLUMNS, GEMV_MAX_M};
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED};
 
 const MAX_M: usize = GEMV_MAX_M as usize;
-const DOT_MAX_M: usize = GEMV_DOT_MAX_M as usize;
 
 /// Where one warp's share of the work sits.
 #[derive(Clone, Copy)]
@@ -125,13 +124,17 @@ pub(super) unsafe fn gemv<
     let warp = tid / 32;
     let col = block_idx_x() * GEMV_COLUMNS + lane as u32;
     let col_ok = col < p.n;
-    let (k_begin, k_end) = warp_k_slice(p.k, WARPS as u32, warp as u32, UNROLL_NARROW as u32);
+    let slice_len = p.k.div_ceil(WARPS as u32).next_multiple_of(UNROLL_NARROW as u32);
+    let k_begin = (warp as u32 * slice_len).min(p.k);
+    let k_end = (k_begin + slice_len).min(p.k);
     // partials[w][i][lane]: warp w's sum for row i of this pass.
     let partials = dynamic_smem();
 
     let mut batch = block_idx_z();
     while batch < p.batch {
-        let (a, b, c) = batch_operands(p, batch);
+        let a = p.a.ptr().wrapping_add((batch as u64 * p.stride_a) as usize);
+        let b = p.b.ptr().wrapping_add((batch as u64 * p.stride_b) as usize);
+        let c = p.c.ptr_mut().wrapping_add((batch as u64 * p.stride_c) as usize);
         let mut row0 = 0u32;
         while row0 < p.m {
             let rows = (p.m - row0).min(GEMV_MAX_M);
@@ -163,25 +166,6 @@ pub(super) unsafe fn gemv<
         }
         batch += grid_dim_z();
     }
-}
-
-/// The k range `[begin, end)` of part `rank` of `parts` contiguous slices of k, each a whole
-/// number of `granule`s (the last may be shorter, or empty).
-#[inline(always)]
-fn warp_k_slice(k: u32, parts: u32, rank: u32, granule: u32) -> (u32, u32) {
-    let len = k.div_ceil(parts).next_multiple_of(granule);
-    let begin = (rank * len).min(k);
-    (begin, (begin + len).min(k))
-}
-
-/// A, B and C of batch `batch`.
-#[inline(always)]
-fn batch_operands(p: &Problem, batch: u32) -> (*const f32, *const f32, *mut f32) {
-    (
-        p.a.ptr().wrapping_add((batch as u64 * p.stride_a) as usize),
-        p.b.ptr().wrapping_add((batch as u64 * p.stride_b) as usize),
-        p.c.ptr_mut().wrapping_add((batch as u64 * p.stride_c) as usize),
-    )
 }
 
 /// Writes `alpha · sum + beta · C(row, col)` to C (not reading C when beta = 0), with C
@@ -256,7 +240,7 @@ unsafe fn dot_chunk<const M: usize, const R: usize, const W: usize, const A_K_CO
     s: &DotSlice<R>,
     q: u32,
     b: &[[f32; W]; R],
-    acc: &mut [[f32; R]; DOT_MAX_M],
+    acc: &mut [[f32; R]; MAX_M],
 ) {
     for i in 0..M {
         let a = a_chunk::<W, A_K_CONTIGUOUS, R>(s, i, q);
@@ -278,8 +262,8 @@ unsafe fn dot_chunk<const M: usize, const R: usize, const W: usize, const A_K_CO
 unsafe fn dot_partials<const M: usize, const R: usize, const U: usize, const W: usize, const A_K_CONTIGUOUS: bool>(
     s: &DotSlice<R>,
     lane: u32,
-) -> [[f32; R]; DOT_MAX_M] {
-    let mut acc = [[0.0f32; R]; DOT_MAX_M];
+) -> [[f32; R]; MAX_M] {
+    let mut acc = [[0.0f32; R]; MAX_M];
     let step = 32 * W as u32;
     let mut q = s.k_begin + lane * W as u32;
     while q + (U as u32 - 1) * step + W as u32 <= s.k_end {
@@ -342,14 +326,18 @@ unsafe fn dot_partials_for<const R: usize, const U: usize, const U_NARROW: usize
     rows: u32,
     lane: u32,
     b_vector: bool,
-) -> [[f32; R]; DOT_MAX_M] {
+) -> [[f32; R]; MAX_M] {
     macro_rules! by_rows {
         ($w:literal, $u:ident, $u_narrow:ident) => {
             match rows {
                 1 => dot_partials::<1, R, $u_narrow, $w, A_K_CONTIGUOUS>(s, lane),
                 2 => dot_partials::<2, R, $u_narrow, $w, A_K_CONTIGUOUS>(s, lane),
                 3 => dot_partials::<3, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
-                _ => dot_partials::<DOT_MAX_M, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                4 => dot_partials::<4, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                5 => dot_partials::<5, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                6 => dot_partials::<6, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                7 => dot_partials::<7, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
+                _ => dot_partials::<MAX_M, R, $u, $w, A_K_CONTIGUOUS>(s, lane),
             }
         };
     }
@@ -374,7 +362,9 @@ pub(super) unsafe fn gemv_dot<const R: usize, const U: usize, const U_NARROW: us
     let block_cols = config.dot_columns_per_block(p.n, p.k);
     let col0 = block_idx_x() * block_cols + group * R as u32;
     // Slices of whole 4-wide chunks, so 16-byte loads stay aligned in every slice.
-    let (k_begin, k_end) = warp_k_slice(p.k, k_warps, k_rank, 4);
+    let slice_len = p.k.div_ceil(k_warps).next_multiple_of(4);
+    let k_begin = (k_rank * slice_len).min(p.k);
+    let k_end = (k_begin + slice_len).min(p.k);
     let a_vector = p.flags & A_VECTOR != 0;
     let b_vector = p.flags & B_VECTOR != 0;
     // partials[warp][i][r]: a warp's sums for row i and column r of this pass (k_warps > 1).
@@ -382,7 +372,9 @@ pub(super) unsafe fn gemv_dot<const R: usize, const U: usize, const U_NARROW: us
 
     let mut batch = block_idx_z();
     while batch < p.batch {
-        let (a, b, c) = batch_operands(p, batch);
+        let a = p.a.ptr().wrapping_add((batch as u64 * p.stride_a) as usize);
+        let b = p.b.ptr().wrapping_add((batch as u64 * p.stride_b) as usize);
+        let c = p.c.ptr_mut().wrapping_add((batch as u64 * p.stride_c) as usize);
         let mut b_rows = [b; R];
         for r in 0..R {
             // n ≥ 1 here (the host launches nothing for an empty C).
@@ -391,12 +383,12 @@ pub(super) unsafe fn gemv_dot<const R: usize, const U: usize, const U_NARROW: us
         }
         let mut row0 = 0u32;
         while row0 < p.m {
-            let rows = (p.m - row0).min(GEMV_DOT_MAX_M);
+            let rows = (p.m - row0).min(GEMV_MAX_M);
             let s = DotSlice { a, b_rows, lda: p.lda, row0, k_begin, k_end, a_vector };
             let acc = dot_partials_for::<R, U, U_NARROW, U_SCALAR, A_K_CONTIGUOUS>(&s, rows, lane, b_vector);
             if k_warps == 1 {
                 // Lane i·R + r stores row i, column r.
-                for i in 0..DOT_MAX_M {
+                for i in 0..MAX_M {
                     for r in 0..R {
                         let col = col0 + r as u32;
                         if lane == (i * R + r) as u32 && (i as u32) < rows && col < p.n {
@@ -406,22 +398,22 @@ pub(super) unsafe fn gemv_dot<const R: usize, const U: usize, const U_NARROW: us
                 }
             } else {
                 if lane == 0 {
-                    for i in 0..DOT_MAX_M {
+                    for i in 0..MAX_M {
                         for r in 0..R {
-                            *partials.add((warp as usize * DOT_MAX_M + i) * R + r) = acc[i][r];
+                            *partials.add((warp as usize * MAX_M + i) * R + r) = acc[i][r];
                         }
                     }
                 }
                 sync_threads();
                 // The group's first warp adds its warps' sums in warp order; lane i·R + r
                 // finishes row i, column r.
-                if k_rank == 0 && lane < (DOT_MAX_M * R) as u32 {
+                if k_rank == 0 && lane < (MAX_M * R) as u32 {
                     let (i, r) = (lane / R as u32, lane % R as u32);
                     let col = col0 + r;
                     if i < rows && col < p.n {
                         let mut sum = 0.0f32;
                         for w in 0..k_warps {
-                            sum += *partials.add((((warp + w) as usize * DOT_MAX_M) + i as usize) * R + r as usize);
+                            sum += *partials.add((((warp + w) as usize * MAX_M) + i as usize) * R + r as usize);
                         }
                         store_c(p, c, row0 + i, col, sum);
                     }
@@ -429,7 +421,7 @@ pub(super) unsafe fn gemv_dot<const R: usize, const U: usize, const U_NARROW: us
                 // The next pass (or batch) overwrites the partials.
                 sync_threads();
             }
-            row0 += GEMV_DOT_MAX_M;
+            row0 += GEMV_MAX_M;
         }
         batch += grid_dim_z();
     }
