@@ -5,7 +5,7 @@
 
 use cukernels::moe::{check_ids, mul_mat_id_reference, routing_reference};
 use cukernels::quant::quantize;
-use cukernels::{Error, GgufFormat, MulMatId};
+use cukernels::{Error, GgufFormat, MoePath, MulMatId};
 
 fn invalid_name(r: Result<impl std::fmt::Debug, Error>) -> &'static str {
     match r {
@@ -150,8 +150,15 @@ fn workspace_parts_are_aligned_disjoint_and_sized_from_the_call() {
 
 /// A dense matmul (one expert) has many rows per expert at any T, but its tiled grid is
 /// ⌈T / 32⌉ × 32 blocks at n = 4096: the decode path keeps the GPU full until that grid does.
+/// One token takes the direct path (one row for the one expert).
 #[test]
 fn a_small_tiled_grid_takes_the_decode_path() {
+    for config in cukernels::MOE_CONFIGS.iter() {
+        let one = MulMatId::new(GgufFormat::Q4_0, 1, 4096, 4096, 1, 1);
+        assert_eq!(one.matmul_path(config), MoePath::Direct, "{}", config.arch);
+        let two = MulMatId::new(GgufFormat::Q4_0, 1, 4096, 4096, 2, 1);
+        assert_ne!(two.matmul_path(config), MoePath::Direct, "{}: two rows of one expert", config.arch);
+    }
     // (sm_70's `dp4a` tiled tile has 8 features per block: 512 blocks at n = 4096 and any T,
     // so there the rows per expert decide alone.)
     for config in cukernels::MOE_CONFIGS.iter().filter(|c| c.tiled.engine != cukernels::MoeEngine::Dp4a) {
@@ -173,18 +180,36 @@ fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
             // 8 of 128 experts per token: the rows per expert average tokens / 16.
             let tiled_blocks = (tokens * 8).div_ceil(config.tiled.rows as usize) * 768usize.div_ceil(config.tiled.features() as usize);
             let decode = tokens * 8 <= config.decode_max_rows as usize * 128 || tiled_blocks < config.tiled_min_blocks as usize;
-            assert_eq!(d.decode_path(config), decode);
+            let direct = tokens * 8 <= config.direct_max_slots as usize && tokens * 8 <= config.direct_max_rows as usize * 128;
+            let path = if direct {
+                MoePath::Direct
+            } else if decode {
+                MoePath::Decode
+            } else {
+                MoePath::Tiled
+            };
+            assert_eq!((d.matmul_path(config), plan.path), (path, path), "{} T{tokens}", config.arch);
+            assert_eq!(d.decode_path(config), path == MoePath::Decode);
+            if tokens == 1 {
+                assert_eq!(path, MoePath::Direct, "{}: one token of 8 experts takes the direct path", config.arch);
+            }
             if tokens >= 512 {
-                assert!(!decode, "{}: 512 tokens of 128 experts take the tiled path", config.arch);
+                assert_eq!(path, MoePath::Tiled, "{}: 512 tokens of 128 experts take the tiled path", config.arch);
             }
             let tile = config.tile(plan.path, GgufFormat::Q4_0);
             assert_eq!(plan.matmul_threads, tile.threads());
-            assert_eq!(plan.matmul_smem, tile.smem_bytes());
             assert_eq!(plan.params.tile_rows, tile.rows);
-            // Enough tiles for any routing: all slots on one expert, or one slot per expert.
             let slots = (tokens * 8) as u32;
-            assert!(plan.matmul_grid.0 >= slots.div_ceil(tile.rows));
-            assert!(plan.matmul_grid.0 >= slots.min(128));
+            if path == MoePath::Direct {
+                // One block per slot; the activation row and its scales in shared memory.
+                assert_eq!((plan.matmul_grid.0, plan.matmul_smem), (slots, cukernels::moe_direct_smem_bytes(2048)));
+                assert!(plan.matmul_smem <= tile.smem_bytes());
+            } else {
+                assert_eq!(plan.matmul_smem, tile.smem_bytes());
+                // Enough tiles for any routing: all slots on one expert, or one slot per expert.
+                assert!(plan.matmul_grid.0 >= slots.div_ceil(tile.rows));
+                assert!(plan.matmul_grid.0 >= slots.min(128));
+            }
             assert_eq!(plan.matmul_grid.1, 768u32.div_ceil(tile.features()));
             // The router's block, then one block per 128 q8_1 blocks of activations.
             assert_eq!(plan.prepare_grid as usize, 1 + (tokens * 2048 / 32).div_ceil(128));
@@ -238,6 +263,17 @@ fn plan_rejects_bad_buffers_before_anything_launches() {
     let plan = forced.plan(0, &buffers_for(&forced), config).unwrap();
     assert_eq!((plan.path, plan.params.tile_rows), (cukernels::MoePath::Tiled, config.tiled.rows));
     assert!(!forced.decode_path(config));
+    // The direct path stages a whole activation row: a longer K is refused when forced, and
+    // the config's choice never takes it.
+    let max_k = cukernels::MOE_DIRECT_MAX_K as usize;
+    let long = MulMatId::new(GgufFormat::Q8_0, 8, 16, max_k + 32, 1, 2);
+    assert_ne!(long.matmul_path(config), cukernels::MoePath::Direct);
+    assert!(long.plan(0, &buffers_for(&long), config).is_ok());
+    let long = long.force_path(cukernels::MoePath::Direct);
+    assert_eq!(invalid_name(long.plan(0, &buffers_for(&long), config)), "k");
+    let at_max = MulMatId::new(GgufFormat::Q8_0, 8, 16, max_k, 1, 2);
+    assert_eq!(at_max.matmul_path(config), cukernels::MoePath::Direct);
+    assert!(at_max.plan(0, &buffers_for(&at_max), config).is_ok());
     // No tokens: a valid plan that launches nothing.
     let empty = MulMatId::new(GgufFormat::Q8_0, 8, 16, 64, 0, 2);
     assert!(empty.plan(0, &buffers_for(&empty), config).unwrap().empty);

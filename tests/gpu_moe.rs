@@ -21,7 +21,7 @@
 
 use cukernels::cudarc::driver::{CudaSlice, CudaStream};
 use cukernels::quant::{chunks, quantize, quantize_q8_1, Chunk, QK};
-use cukernels::{Arch, Cukernels, Error, GgufFormat, KernelFamily, MoeInput, MulMatId};
+use cukernels::{Arch, Cukernels, Error, GgufFormat, KernelFamily, MoeInput, MoePath, MulMatId};
 use cukernels_tests::{config_handles, rng};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -215,11 +215,32 @@ fn upload<T: cukernels::cudarc::driver::DeviceRepr>(stream: &Arc<CudaStream>, v:
     stream.clone_htod(v).unwrap()
 }
 
-/// Runs `case` on every handle and checks the result (the routing error for bad ids) and every
-/// element.
-fn run_case(gpu: &Gpu, case: &Case, label: &str) {
+/// Which matmul paths a case runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Paths {
+    /// The config's choice for the call's size.
+    Chosen,
+    /// The config's choice, then each path forced (direct, decode, tiled): every path must
+    /// give every call the same results, whatever the batch size.
+    Every,
+}
+
+/// Runs `case` on every handle (and path) and checks the result (the routing error for bad
+/// ids) and every element.
+fn run_case(gpu: &Gpu, case: &Case, label: &str, paths: Paths) {
+    let forced: &[MoePath] = if paths == Paths::Every { &MoePath::ALL } else { &[] };
+    for path in std::iter::once(None).chain(forced.iter().copied().map(Some)) {
+        let desc = match path {
+            Some(p) => case.desc.clone().force_path(p),
+            None => case.desc.clone(),
+        };
+        run_case_on(gpu, case, &desc, &format!("{label} path {}", path.map_or("chosen", |p| p.name())));
+    }
+}
+
+/// [`run_case`] of `desc` (the case's call, maybe with a forced path).
+fn run_case_on(gpu: &Gpu, case: &Case, desc: &MulMatId, label: &str) {
     let s = &gpu.stream;
-    let desc = &case.desc;
     let w = upload(s, &case.weights);
     let ids = upload(s, &case.ids);
     let x32 = (case.xtype == XType::F32).then(|| upload(s, &case.x));
@@ -235,7 +256,7 @@ fn run_case(gpu: &Gpu, case: &Case, label: &str) {
             XType::F16 => h.mul_mat_id_checked(s, desc, &w, x16.as_ref().unwrap(), &ids, &mut y, &mut workspace),
             XType::Bf16 => h.mul_mat_id_checked(s, desc, &w, xb16.as_ref().unwrap(), &ids, &mut y, &mut workspace),
         };
-        let config = h.artifact(KernelFamily::Moe);
+        let config = format!("{} ({})", h.artifact(KernelFamily::Moe), desc.matmul_path(h.moe_config()).name());
         let bad = case.ids.iter().position(|&e| e < 0 || e as usize >= desc.experts);
         match (bad, &result) {
             (None, Ok(())) => {}
@@ -311,7 +332,10 @@ fn every_format_every_batch_size_every_config() {
                 let xtype = [XType::F32, XType::F16, XType::Bf16][i % 3];
                 let ids = random_ids(&mut rng, experts, n_used, tokens);
                 let case = make_case(&mut rng, desc, xtype, ids);
-                run_case(&gpu, &case, &format!("{format} T{tokens} E{experts}/{n_used} {} {xtype:?} k{k} n{n}", if per_slot { "per-slot" } else { "shared" }));
+                // Every path on the small batches (the three are close there), the chosen one
+                // on the large.
+                let paths = if tokens <= 17 { Paths::Every } else { Paths::Chosen };
+                run_case(&gpu, &case, &format!("{format} T{tokens} E{experts}/{n_used} {} {xtype:?} k{k} n{n}", if per_slot { "per-slot" } else { "shared" }), paths);
             }
         }
     }
@@ -327,7 +351,7 @@ fn expert_ranges_leave_other_slots_untouched() {
             let desc = MulMatId::new(format, 32, 45, k_of(format, 3), tokens, 4).expert_range(range.0, range.1);
             let ids = random_ids(&mut rng, 32, 4, tokens);
             let case = make_case(&mut rng, desc, XType::F32, ids);
-            run_case(&gpu, &case, &format!("{format} T{tokens} experts {}..{}", range.0, range.1));
+            run_case(&gpu, &case, &format!("{format} T{tokens} experts {}..{}", range.0, range.1), Paths::Every);
         }
     }
 }
@@ -353,7 +377,7 @@ fn more_experts_than_one_router_pass() {
             ids[slot] = id;
         }
         let case = make_case(&mut rng, desc, XType::F32, ids);
-        run_case(&gpu, &case, &format!("q8_0 T{tokens} E{experts}/4 range {range:?} bad {bad:?}"));
+        run_case(&gpu, &case, &format!("q8_0 T{tokens} E{experts}/4 range {range:?} bad {bad:?}"), Paths::Every);
     }
 }
 
@@ -369,7 +393,7 @@ fn ids_out_of_range_are_an_error_and_read_nothing() {
             ids[slot] = id;
         }
         let case = make_case(&mut rng, desc, XType::F32, ids);
-        run_case(&gpu, &case, &format!("bad ids T{tokens}"));
+        run_case(&gpu, &case, &format!("bad ids T{tokens}"), Paths::Every);
     }
 }
 

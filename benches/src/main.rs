@@ -318,8 +318,7 @@ fn run_moe(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Opt
             continue;
         }
         let r = bench_moe(&kernels, &blas, &stream, &s, samples);
-        let path = if r.decode_path { "decode" } else { "tiled" };
-        println!("{:<48} {:>7} {:>10.4} {:>9.2} {:>8.2} {:>11.4} {:>9.2} {:>7.3}", s.label(), path, r.ms, r.tflops(), r.tbps(), r.cublas_ms, r.cublas_tflops(), r.cublas_ms / r.ms);
+        println!("{:<48} {:>7} {:>10.4} {:>9.2} {:>8.2} {:>11.4} {:>9.2} {:>7.3}", s.label(), r.path.name(), r.ms, r.tflops(), r.tbps(), r.cublas_ms, r.cublas_tflops(), r.cublas_ms / r.ms);
         lines.push(r.to_json(&info, COMMIT, &date, &artifact));
     }
     if let Some(path) = &o.out {

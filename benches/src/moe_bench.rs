@@ -45,9 +45,8 @@ impl MoeShape {
     }
     pub fn label(&self) -> String {
         let forced = match self.path {
-            Some(cukernels::MoePath::Decode) => " (decode forced)",
-            Some(cukernels::MoePath::Tiled) => " (tiled forced)",
-            None => "",
+            Some(p) => format!(" ({} forced)", p.name()),
+            None => String::new(),
         };
         format!("{} {} T{} E{}/{} {}x{}{forced}", self.model, self.format, self.tokens, self.experts, self.n_used, self.n, self.k)
     }
@@ -79,13 +78,13 @@ pub fn shapes(quick: bool) -> Vec<MoeShape> {
         }
     }
     if !quick {
-        for t in [8, 32, 128, 512] {
-            for path in [cukernels::MoePath::Decode, cukernels::MoePath::Tiled] {
+        for t in [1, 8, 32, 128, 512] {
+            for path in cukernels::MoePath::ALL {
                 v.push(MoeShape { model: "dense", format: GgufFormat::Q4_0, experts: 1, n_used: 1, n: 4096, k: 4096, tokens: t, per_slot: false, path: Some(path) });
             }
         }
-        for t in [8, 16, 32, 64, 128, 256] {
-            for path in [cukernels::MoePath::Decode, cukernels::MoePath::Tiled] {
+        for t in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
+            for path in cukernels::MoePath::ALL {
                 v.push(MoeShape { model: "qwen3-30b-a3b", format: GgufFormat::Q4_0, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: true, path: Some(path) });
             }
         }
@@ -101,7 +100,8 @@ pub struct MoeRow {
     /// Bytes of the distinct experts' weights the call reads.
     pub weight_bytes: f64,
     pub flops: f64,
-    pub decode_path: bool,
+    /// The path the call ran.
+    pub path: cukernels::MoePath,
 }
 
 impl MoeRow {
@@ -128,7 +128,7 @@ impl MoeRow {
             s.n,
             s.k,
             if s.per_slot { "n_used" } else { "1" },
-            if self.decode_path { "decode" } else { "tiled" },
+            self.path.name(),
             self.ms,
             self.tflops(),
             self.cublas_ms,
@@ -220,6 +220,6 @@ pub fn bench_moe(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream>,
         cublas_ms,
         weight_bytes: expert_bytes * distinct.len() as f64,
         flops: 2.0 * slots as f64 * s.n as f64 * s.k as f64,
-        decode_path: d.decode_path(kernels.moe_config()),
+        path: d.matmul_path(kernels.moe_config()),
     }
 }

@@ -72,29 +72,34 @@ pub fn config_table() -> String {
             .unwrap();
         }
     }
-    writeln!(s, "\nMoE mul_mat_id configs (tile rows x features, warps x features per warp, engine, smem, designed blocks/SM; decode path up to the average rows per expert)").unwrap();
-    writeln!(s, "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}", "arch", "path", "tile", "warps", "engine", "smem B", "blk/SM", "decode <=").unwrap();
+    writeln!(s, "\nMoE mul_mat_id configs (tile rows x features, warps x features per warp, engine, smem, designed blocks/SM; direct path up to the slots shown, then decode up to the average rows per expert shown, then tiled)").unwrap();
+    writeln!(s, "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}", "arch", "path", "tile", "warps", "engine", "smem B", "blk/SM", "up to").unwrap();
     for arch in Arch::ALL {
         let row = moe_config(arch);
-        for path in [MoePath::Decode, MoePath::Tiled] {
-            // The decode tile's features per warp depend on the format (listed below).
+        for path in MoePath::ALL {
+            // The decode and direct tiles' features per warp depend on the format (listed below).
             let t = row.tile(path, GgufFormat::Q4_0);
+            let bound = match path {
+                MoePath::Direct => format!("{}sl {}/exp", row.direct_max_slots, row.direct_max_rows),
+                MoePath::Decode => format!("{} rows/exp", row.decode_max_rows),
+                MoePath::Tiled => "-".to_string(),
+            };
             writeln!(
                 s,
                 "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}",
                 arch.name(),
-                format!("{path:?}").to_lowercase(),
+                path.name(),
                 format!("{}x{}", t.rows, t.features()),
                 format!("{}x{}", t.warps, t.features_per_warp),
                 t.engine.name(),
                 t.smem_bytes(),
                 t.blocks_per_sm,
-                row.decode_max_rows
+                bound
             )
             .unwrap();
         }
         let per_format: Vec<String> = GgufFormat::ALL.iter().map(|&f| format!("{f} {}", decode_features_per_warp(arch, f))).collect();
-        writeln!(s, "{:<7} decode features per warp by format (the rows show q4_0's): {}", arch.name(), per_format.join(", ")).unwrap();
+        writeln!(s, "{:<7} decode and direct features per warp by format (the rows show q4_0's): {}", arch.name(), per_format.join(", ")).unwrap();
     }
     s
 }

@@ -17,14 +17,22 @@
 //! that the group's outputs can be summed or gathered afterwards.
 //!
 //! # On the GPU
-//! [`Cukernels::mul_mat_id`] runs three kernels on the caller's stream (see
-//! `kernels-gpu/src/device/moe/mod.rs`): the activations are quantized to q8_1 blocks, the
-//! router counts, prefix-sums and gathers the slots of each expert, and the matmul multiplies
-//! each expert's weights by its gathered rows with integer dot products (`dp4a`). Nothing waits
-//! for the host, so the call can be captured in a CUDA graph. The caller allocates a workspace
-//! of [`MulMatId::workspace_bytes`] bytes (reusable by later calls on the same stream).
+//! [`Cukernels::mul_mat_id`] runs on the caller's stream (see
+//! `kernels-gpu/src/device/moe/mod.rs`), in one of three paths ([`MulMatId::matmul_path`]):
+//! - **decode** and **tiled**: two launches. The first quantizes the activations to q8_1
+//!   blocks and routes (counts, prefix-sums and gathers the slots of each expert); the second
+//!   multiplies each expert's weights by its gathered rows, with `dp4a` (decode: few rows per
+//!   expert) or the int8 tensor cores (tiled: many);
+//! - **direct** (a few slots: one to a few tokens): one launch, no routing; each block reads
+//!   its slot's id, quantizes the slot's row into shared memory and streams that expert's
+//!   weights.
 //!
-//! An id outside `0..experts` is caught by the router on the device: that slot is computed by
+//! Nothing waits for the host, so the call can be captured in a CUDA graph. The caller
+//! allocates a workspace of [`MulMatId::workspace_bytes`] bytes (reusable by later calls on the
+//! same stream; the direct path uses only its error record).
+//!
+//! An id outside `0..experts` is caught on the device (by the router, or on the direct path by
+//! the first block): that slot is computed by
 //! no kernel (its output row is left as it was, and nothing is read out of bounds), and the
 //! workspace records the first such slot. [`Cukernels::mul_mat_id_checked`] waits for the
 //! stream and turns it into an error; [`Cukernels::moe_routing_error`] does the same after an
@@ -34,7 +42,7 @@
 //! scale stays f32 instead of being rounded to f16), so every output is the exact dot product
 //! of the weights with the quantized activations, up to f32 rounding of the per-16-weight
 //! scaling and of the sum ([`mul_mat_id_reference`] is the f64 oracle of the tests).
-//! [`MulMatId::decode_path`] tells which kernel a call runs.
+//! [`MulMatId::matmul_path`] tells which kernels a call runs.
 
 use crate::error::{Error, Result};
 use crate::quant::dequantize;
@@ -42,6 +50,7 @@ use crate::runtime::Cukernels;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use cukernels_gpu::moe_flags::{X_BF16, X_F16};
 use cukernels_gpu::quant::GgufFormat;
+use cukernels_gpu::moe_config::{moe_direct_smem_bytes, MOE_DIRECT_MAX_K};
 use cukernels_gpu::{moe_config, GlobalPtr, MoeArchConfig, MoeKernelKind, MoeParams, MoePath, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD};
 use std::sync::Arc;
 
@@ -275,18 +284,22 @@ impl MulMatId {
     /// `decode_max_rows` on average, or a tiled grid under `tiled_min_blocks`) on an
     /// architecture with `config`.
     pub fn decode_path(&self, config: &MoeArchConfig) -> bool {
-        self.path(config) == MoePath::Decode
+        self.matmul_path(config) == MoePath::Decode
     }
 
-    /// Runs `path` whatever the batch size (both paths are correct for every call).
+    /// Runs `path` whatever the batch size (every path is correct for every call; the direct
+    /// path only up to `k ≤ MOE_DIRECT_MAX_K`, past which `plan` refuses it).
     pub fn force_path(mut self, path: MoePath) -> Self {
         self.path = Some(path);
         self
     }
 
-    fn path(&self, config: &MoeArchConfig) -> MoePath {
+    /// The matmul path the call runs on an architecture with `config`: the forced one, or
+    /// the config's choice ([`MoeArchConfig::path`]: direct for a few slots, decode for few rows
+    /// per expert, tiled for many).
+    pub fn matmul_path(&self, config: &MoeArchConfig) -> MoePath {
         let (first, last) = self.expert_range.unwrap_or((0, self.experts));
-        self.path.unwrap_or_else(|| config.path(self.slots() as u64, (last - first) as u64, self.n as u64))
+        self.path.unwrap_or_else(|| config.path(self.slots() as u64, (last - first) as u64, self.n as u64, self.k as u64))
     }
 
     /// The workspace's parts (after checking the shape).
@@ -345,15 +358,22 @@ impl MulMatId {
         if slots > u32::MAX as usize - 1 || self.tokens.checked_mul(self.x_rows()).is_none_or(|r| r > u32::MAX as usize) {
             return Err(too_big("tokens", self.tokens, "tokens · n_used must fit in 32 bits"));
         }
-        let path = self.path(config);
+        let path = self.matmul_path(config);
         let tile = config.tile(path, self.format);
+        if path == MoePath::Direct && self.k > MOE_DIRECT_MAX_K as usize {
+            return Err(too_big("k", self.k, &format!("the direct path stages a whole activation row: k ≤ {MOE_DIRECT_MAX_K}")));
+        }
         let feature_blocks = self.n.div_ceil(tile.features() as usize) as u64;
         if feature_blocks > MAX_GRID_Y {
             return Err(too_big("n", self.n, &format!("more than {MAX_GRID_Y} blocks of {} features (gridDim.y)", tile.features())));
         }
         let (first, last) = self.expert_range.unwrap_or((0, self.experts));
-        // Σ ⌈count_e / rows⌉ over the computed experts, bounded without reading the counts.
-        let tile_bound = (slots.div_ceil(tile.rows as usize) + (last - first).min(slots)) as u64;
+        // Routed: Σ ⌈count_e / rows⌉ over the computed experts, bounded without reading the
+        // counts. Direct: one block per slot.
+        let tile_bound = match path {
+            MoePath::Direct => slots as u64,
+            MoePath::Decode | MoePath::Tiled => (slots.div_ceil(tile.rows as usize) + (last - first).min(slots)) as u64,
+        };
         if tile_bound > MAX_GRID_X {
             return Err(too_big("tokens", self.tokens, "more row tiles than gridDim.x allows"));
         }
@@ -409,7 +429,7 @@ impl MulMatId {
             prepare_grid: prepare_blocks as u32,
             matmul_grid: (tile_bound as u32, feature_blocks as u32),
             matmul_threads: tile.threads(),
-            matmul_smem: tile.smem_bytes(),
+            matmul_smem: if path == MoePath::Direct { moe_direct_smem_bytes(self.k as u32) } else { tile.smem_bytes() },
             empty: self.tokens == 0,
         })
     }
@@ -435,7 +455,8 @@ pub struct MoeBuffers {
 pub struct MoePlan {
     pub params: MoeParams,
     pub path: MoePath,
-    /// Blocks of the prepare launch: the router, then the quantizers.
+    /// Blocks of the prepare launch: the router, then the quantizers (not launched on the
+    /// direct path).
     pub prepare_grid: u32,
     /// (tiles bound, feature blocks) of the matmul.
     pub matmul_grid: (u32, u32),
@@ -563,8 +584,10 @@ impl Cukernels {
         // points at the fields of `params`, alive until the last launch returns, and matches
         // the entry points' parameters by construction (one definition of `MoeParams`).
         unsafe {
-            let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
-            cudarc::driver::result::launch_kernel(prepare.cu_function(), (plan.prepare_grid, 1, 1), (MOE_PREPARE_THREADS, 1, 1), route_smem, s, &mut args)?;
+            if plan.path != MoePath::Direct {
+                let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
+                cudarc::driver::result::launch_kernel(prepare.cu_function(), (plan.prepare_grid, 1, 1), (MOE_PREPARE_THREADS, 1, 1), route_smem, s, &mut args)?;
+            }
             cudarc::driver::result::launch_kernel(
                 matmul.cu_function(),
                 (plan.matmul_grid.0, plan.matmul_grid.1, 1),

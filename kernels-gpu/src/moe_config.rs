@@ -32,6 +32,18 @@ pub const MOE_ROUTE_SMEM_BYTES: u32 = (2 * 32 + 2 + MOE_ROUTE_EXPERTS_PER_PASS) 
 /// Activation values per quantizer thread.
 pub const MOE_QUANTIZE_VALUES_PER_THREAD: u32 = 4;
 
+/// Largest K the direct path takes. Its block quantizes the whole activation row into shared
+/// memory ([`moe_direct_smem_bytes`]: 18 KB at this K, so that three blocks fit sm_75's 64 KB
+/// and four every other SM); it covers the K of MoE experts (768-4096) and of dense layers up
+/// to Llama-3-8B's FFN (14336). A longer K takes the decode path.
+pub const MOE_DIRECT_MAX_K: u32 = 16384;
+
+/// Shared memory of a direct-path block at `k`: the row's q8_1 values (one byte each) and the
+/// f32 scale of every 32.
+pub const fn moe_direct_smem_bytes(k: u32) -> u32 {
+    k + k / 32 * 4
+}
+
 /// 32-weight chunks of K per step of the tensor-core tiles: 256 weights, one K-quant
 /// super-block or eight blocks of the 32-weight formats, so a step never splits a block.
 pub const MOE_MMA_STEP_CHUNKS: u32 = 8;
@@ -55,6 +67,9 @@ pub const MOE_MMA_SMEM_PADDING_BYTES: u32 = (2 * 2 * MOE_MMA_STEP_CHUNKS + MOE_M
 pub enum MoeEngine {
     /// `dp4a` on the CUDA cores, every lane a 32-weight chunk (every architecture).
     Dp4a,
+    /// `dp4a` as [`Dp4a`](Self::Dp4a), one slot's activation row per block, quantized by the
+    /// block itself into shared memory (the direct path: no routing, one launch).
+    Dp4aRow,
     /// Int8 tensor cores, `mma.m8n8k16` (sm_75: Turing's only int8 shape), two per 16×8
     /// fragment.
     MmaM8n8k16,
@@ -66,6 +81,7 @@ impl MoeEngine {
     pub const fn name(self) -> &'static str {
         match self {
             MoeEngine::Dp4a => "dp4a",
+            MoeEngine::Dp4aRow => "dp4a, one row",
             MoeEngine::MmaM8n8k16 => "mma.m8n8k16",
             MoeEngine::MmaM16n8k32 => "mma.m16n8k32",
         }
@@ -96,10 +112,12 @@ impl MoeTile {
         self.warps * self.features_per_warp
     }
     /// Dynamic shared memory of one block: the staged activations of one K step (and, for the
-    /// tensor-core tiles, the step's decoded weights).
+    /// tensor-core tiles, the step's decoded weights); for the direct path the most it takes,
+    /// at [`MOE_DIRECT_MAX_K`] (a launch asks for [`moe_direct_smem_bytes`] of its K).
     pub const fn smem_bytes(&self) -> u32 {
         match self.engine {
             MoeEngine::Dp4a => self.rows * MOE_SMEM_BYTES_PER_ROW,
+            MoeEngine::Dp4aRow => moe_direct_smem_bytes(MOE_DIRECT_MAX_K),
             MoeEngine::MmaM8n8k16 | MoeEngine::MmaM16n8k32 => {
                 self.features() * MOE_MMA_SMEM_BYTES_PER_FEATURE + self.rows * MOE_MMA_SMEM_BYTES_PER_ROW + MOE_MMA_SMEM_PADDING_BYTES
             }
@@ -117,7 +135,10 @@ impl MoeTile {
             Err(why) => return Err(why),
         };
         match self.engine {
-            MoeEngine::Dp4a => {
+            MoeEngine::Dp4a | MoeEngine::Dp4aRow => {
+                if matches!(self.engine, MoeEngine::Dp4aRow) && self.rows != 1 {
+                    return Err("moe tile: a direct-path block takes one row");
+                }
                 if self.rows > 32 {
                     return Err("moe tile: at most 32 rows (lane r writes row r's results)");
                 }
@@ -171,6 +192,14 @@ pub struct MoeArchConfig {
     pub decode: MoeDecodeShape,
     /// Large batches: more rows per tile, so each weight chunk decoded serves more products.
     pub tiled: MoeTile,
+    /// The direct path (a block per slot and feature group, no routing: one launch): its
+    /// warps and occupancy (one row, the decode tile's features per warp).
+    pub direct: MoeDecodeShape,
+    /// The direct path runs while a call has at most this many slots (`tokens · n_used`), at
+    /// most `direct_max_rows` per computed expert on average (each slot reads its expert's
+    /// weights itself), and `k ≤ MOE_DIRECT_MAX_K`; then the decode path, then the tiled one.
+    pub direct_max_slots: u32,
+    pub direct_max_rows: u32,
     /// The decode path runs while the routed slots average at most this many rows per
     /// computed expert (`slots ≤ decode_max_rows · experts`), ...
     pub decode_max_rows: u32,
@@ -190,21 +219,46 @@ impl MoeArchConfig {
                 MoeTile { rows, warps, features_per_warp: decode_features_per_warp(self.arch, format), blocks_per_sm, engine: MoeEngine::Dp4a }
             }
             MoePath::Tiled => self.tiled,
+            MoePath::Direct => {
+                let MoeDecodeShape { rows, warps, blocks_per_sm } = self.direct;
+                MoeTile { rows, warps, features_per_warp: decode_features_per_warp(self.arch, format), blocks_per_sm, engine: MoeEngine::Dp4aRow }
+            }
         }
     }
     /// The path a call of `slots` routed slots (tokens · n_used) over `experts` computed
-    /// experts and `n` output features takes.
-    pub const fn path(&self, slots: u64, experts: u64, n: u64) -> MoePath {
+    /// experts, `n` output features and `k` input features takes.
+    pub const fn path(&self, slots: u64, experts: u64, n: u64, k: u64) -> MoePath {
         let tiled_blocks = slots.div_ceil(self.tiled.rows as u64) * n.div_ceil(self.tiled.features() as u64);
-        if slots <= self.decode_max_rows as u64 * experts || tiled_blocks < self.tiled_min_blocks as u64 { MoePath::Decode } else { MoePath::Tiled }
+        if slots <= self.direct_max_slots as u64 && slots <= self.direct_max_rows as u64 * experts && k <= MOE_DIRECT_MAX_K as u64 {
+            MoePath::Direct
+        } else if slots <= self.decode_max_rows as u64 * experts || tiled_blocks < self.tiled_min_blocks as u64 {
+            MoePath::Decode
+        } else {
+            MoePath::Tiled
+        }
     }
 }
 
-/// The two matmul paths.
+/// The three matmul paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MoePath {
+    /// Routed, few rows per expert: small tiles, many blocks.
     Decode,
+    /// Routed, many rows per expert: tensor-core tiles (`dp4a` on sm_70).
     Tiled,
+    /// Not routed: a block per slot (few tokens), quantizing its own activation row.
+    Direct,
+}
+
+impl MoePath {
+    pub const ALL: [MoePath; 3] = [MoePath::Direct, MoePath::Decode, MoePath::Tiled];
+    pub const fn name(self) -> &'static str {
+        match self {
+            MoePath::Decode => "decode",
+            MoePath::Tiled => "tiled",
+            MoePath::Direct => "direct",
+        }
+    }
 }
 
 /// Features per warp of the decode tile, per format: each is a chunk load per lane in flight,
@@ -237,6 +291,18 @@ const fn mma_tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: 
 /// its rows) serves 16 features: measured on the H200 with one feature per warp and six blocks,
 /// the decode path read at 0.8 TB/s (ncu: 52% of warp slots active, 18% of the DRAM peak).
 const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm: 4 };
+/// Direct: the decode tile's warps and features per warp, one row: a block computes 16
+/// features of one slot after quantizing the slot's activation row (2048 values at K = 2048:
+/// 16 per thread, about what one feature's chunks cost a warp). Four blocks per SM; three on
+/// sm_75, whose 64 KB hold three rows of the longest K.
+const DIRECT: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 4 };
+const DIRECT_SM75: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 3 };
+/// The direct path re-reads an expert's weights for each slot routed to it (the routed paths
+/// read them once per tile of rows), and skips the prepare launch and the tile search. First
+/// guess, to be measured: up to 128 slots (16 tokens of 8 experts), one row per expert on
+/// average.
+const DIRECT_MAX_SLOTS: u32 = 128;
+const DIRECT_MAX_ROWS: u32 = 1;
 /// Tiled with `dp4a` (sm_70, which has no int8 tensor cores): 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
 /// two blocks per SM (128 registers per thread: with 2 features per warp the K-quants' decode
 /// spilled 8-88 bytes there, ptxas 12.9).
@@ -272,7 +338,8 @@ const fn row(arch: Arch) -> MoeArchConfig {
         Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => TILED_MMA_100KB,
         Arch::Sm90 | Arch::Sm100 => TILED_MMA,
     };
-    MoeArchConfig { arch, decode, tiled, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
+    let direct = if matches!(arch, Arch::Sm75) { DIRECT_SM75 } else { DIRECT };
+    MoeArchConfig { arch, decode, tiled, direct, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
 }
 
 /// Every architecture's row, in [`Arch::ALL`] order. The decode path is `dp4a` everywhere;
@@ -303,26 +370,26 @@ pub struct MoeKernel {
 }
 
 /// Lists the family's entry points for `$callback`: the matmuls as (decode name, tiled name,
-/// format), then the prepare kernel (router and quantizer).
+/// direct name, format, block type), then the prepare kernel (router and quantizer).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! with_moe_kernels {
     ($callback:ident) => {
         $callback! {
             matmul: [
-                (cukernels_moe_decode_q4_0, cukernels_moe_tiled_q4_0, Q4_0, BlockQ4_0),
-                (cukernels_moe_decode_q4_1, cukernels_moe_tiled_q4_1, Q4_1, BlockQ4_1),
-                (cukernels_moe_decode_q5_0, cukernels_moe_tiled_q5_0, Q5_0, BlockQ5_0),
-                (cukernels_moe_decode_q5_1, cukernels_moe_tiled_q5_1, Q5_1, BlockQ5_1),
-                (cukernels_moe_decode_q8_0, cukernels_moe_tiled_q8_0, Q8_0, BlockQ8_0),
-                (cukernels_moe_decode_q2_k, cukernels_moe_tiled_q2_k, Q2K, BlockQ2K),
-                (cukernels_moe_decode_q3_k, cukernels_moe_tiled_q3_k, Q3K, BlockQ3K),
-                (cukernels_moe_decode_q4_k, cukernels_moe_tiled_q4_k, Q4K, BlockQ4K),
-                (cukernels_moe_decode_q5_k, cukernels_moe_tiled_q5_k, Q5K, BlockQ5K),
-                (cukernels_moe_decode_q6_k, cukernels_moe_tiled_q6_k, Q6K, BlockQ6K),
-                (cukernels_moe_decode_iq4_nl, cukernels_moe_tiled_iq4_nl, Iq4Nl, BlockIq4Nl),
-                (cukernels_moe_decode_iq4_xs, cukernels_moe_tiled_iq4_xs, Iq4Xs, BlockIq4Xs),
-                (cukernels_moe_decode_mxfp4, cukernels_moe_tiled_mxfp4, Mxfp4, BlockMxfp4)
+                (cukernels_moe_decode_q4_0, cukernels_moe_tiled_q4_0, cukernels_moe_direct_q4_0, Q4_0, BlockQ4_0),
+                (cukernels_moe_decode_q4_1, cukernels_moe_tiled_q4_1, cukernels_moe_direct_q4_1, Q4_1, BlockQ4_1),
+                (cukernels_moe_decode_q5_0, cukernels_moe_tiled_q5_0, cukernels_moe_direct_q5_0, Q5_0, BlockQ5_0),
+                (cukernels_moe_decode_q5_1, cukernels_moe_tiled_q5_1, cukernels_moe_direct_q5_1, Q5_1, BlockQ5_1),
+                (cukernels_moe_decode_q8_0, cukernels_moe_tiled_q8_0, cukernels_moe_direct_q8_0, Q8_0, BlockQ8_0),
+                (cukernels_moe_decode_q2_k, cukernels_moe_tiled_q2_k, cukernels_moe_direct_q2_k, Q2K, BlockQ2K),
+                (cukernels_moe_decode_q3_k, cukernels_moe_tiled_q3_k, cukernels_moe_direct_q3_k, Q3K, BlockQ3K),
+                (cukernels_moe_decode_q4_k, cukernels_moe_tiled_q4_k, cukernels_moe_direct_q4_k, Q4K, BlockQ4K),
+                (cukernels_moe_decode_q5_k, cukernels_moe_tiled_q5_k, cukernels_moe_direct_q5_k, Q5K, BlockQ5K),
+                (cukernels_moe_decode_q6_k, cukernels_moe_tiled_q6_k, cukernels_moe_direct_q6_k, Q6K, BlockQ6K),
+                (cukernels_moe_decode_iq4_nl, cukernels_moe_tiled_iq4_nl, cukernels_moe_direct_iq4_nl, Iq4Nl, BlockIq4Nl),
+                (cukernels_moe_decode_iq4_xs, cukernels_moe_tiled_iq4_xs, cukernels_moe_direct_iq4_xs, Iq4Xs, BlockIq4Xs),
+                (cukernels_moe_decode_mxfp4, cukernels_moe_tiled_mxfp4, cukernels_moe_direct_mxfp4, Mxfp4, BlockMxfp4)
             ],
             prepare: cukernels_moe_prepare
         }
@@ -330,13 +397,14 @@ macro_rules! with_moe_kernels {
 }
 
 macro_rules! moe_kernel_table {
-    (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
-        /// Every entry point of the `moe` family: the matmuls (decode, tiled) per format in
+    (matmul: [$(($decode:ident, $tiled:ident, $direct:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
+        /// Every entry point of the `moe` family: the matmuls (decode, tiled, direct) per format in
         /// [`GgufFormat::ALL`] order, then the prepare kernel.
         pub const MOE_KERNELS: &[MoeKernel] = &[
             $(
                 MoeKernel { entry_point: stringify!($decode), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Decode) },
                 MoeKernel { entry_point: stringify!($tiled), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Tiled) },
+                MoeKernel { entry_point: stringify!($direct), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Direct) },
             )*
             MoeKernel { entry_point: stringify!($prepare), kind: MoeKernelKind::Prepare },
         ];
@@ -365,6 +433,9 @@ const _: () = {
             if let Err(why) = row.tile(MoePath::Decode, GgufFormat::ALL[f]).check(row.arch) {
                 panic!("{}", why);
             }
+            if let Err(why) = row.tile(MoePath::Direct, GgufFormat::ALL[f]).check(row.arch) {
+                panic!("{}", why);
+            }
             f += 1;
         }
         if let Err(why) = row.tiled.check(row.arch) {
@@ -375,9 +446,9 @@ const _: () = {
     // The matmul list follows GgufFormat::ALL.
     let mut f = 0;
     while f < GgufFormat::ALL.len() {
-        match MOE_KERNELS[2 * f].kind {
+        match MOE_KERNELS[3 * f].kind {
             MoeKernelKind::MatMul(format, MoePath::Decode) => assert!(format as u8 == GgufFormat::ALL[f] as u8, "moe kernels follow GgufFormat::ALL"),
-            _ => panic!("moe kernels: decode then tiled per format"),
+            _ => panic!("moe kernels: decode, tiled and direct per format"),
         }
         f += 1;
     }

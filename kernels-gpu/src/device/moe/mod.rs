@@ -1,7 +1,7 @@
 //! # MoE quantized matmul (ggml's `mul_mat_id`): quantize, route, multiply
 //!
 //! `y[t][s] = W[ids[t][s]] · x[t][s or 0]` with the weights `W[experts, n, k]` in a GGUF block
-//! format, in two launches on one stream, none of which waits for the host (the whole op can
+//! format, in two launches on one stream (one for a few tokens: the direct path below), none of which waits for the host (the whole op can
 //! be captured in a CUDA graph). The first, `prepare`, does steps 1 and 2 side by side (they
 //! are independent): block 0 routes, the other blocks quantize; at decode batches a launch is
 //! a fair part of the call, so the two share one.
@@ -23,6 +23,16 @@
 //!    known without reading the counts); a block past the routed total returns at once, and a
 //!    block finds its expert by a warp-wide search in `tiles_before` (`gathered_tile`). An expert with no rows owns no
 //!    tile and costs nothing; a duplicated id is two rows of its expert.
+//!
+//! ## The direct path (a few tokens): one launch
+//! With a few slots (decode of one to a few tokens) the two launches, the router's one-block
+//! pass and each block's tile search are a large part of a call that reads a few MB. The
+//! direct path (`mul_mat_id_direct`) skips them all: block `(s, y)` reads slot `s`'s id
+//! itself, quantizes the slot's activation row into shared memory (the quantizer's arithmetic,
+//! bit for bit) and streams features `y · F_block ..` of that expert's weights against it.
+//! Warp 0 of block `(0, 0)` writes the bad-id record the router would have written, and a
+//! bad id's block returns before reading anything. Each slot reads its expert's weights
+//! itself, so the host takes this path only for a few slots (`direct_max_slots`).
 //!
 //! ## The matmul tile
 //! A tile is `ROWS` rows of one expert × `WARPS · FEATURES` output features. K is walked in
@@ -103,6 +113,45 @@ unsafe fn activation(p: &MoeParams, index: u64) -> f32 {
     }
 }
 
+/// The q8_1 quantization of one 32-value block held by 8 lanes (`MOE_QUANTIZE_VALUES_PER_THREAD`
+/// values each, lanes `8b .. 8b + 8` of the warp): this lane's values as a word of int8 and the
+/// block's scale `d`. As the host's `quantize_q8_1`: `d = max|x| / 127`, `q = round(x · (1/d))`,
+/// all zeros for an all-zero block. Every lane of the warp calls it together (the maximum
+/// takes 3 shuffles).
+#[inline(always)]
+fn quantize_q8_1_part(v: [f32; MOE_QUANTIZE_VALUES_PER_THREAD as usize]) -> (u32, f32) {
+    const THREADS_PER_BLOCK_OF_32: u32 = QK as u32 / MOE_QUANTIZE_VALUES_PER_THREAD;
+    let mut amax = v.iter().fold(0f32, |a, x| a.max(x.abs()));
+    let mut mask = 1;
+    while mask < THREADS_PER_BLOCK_OF_32 {
+        amax = amax.max(shfl_xor_f32(amax, mask));
+        mask *= 2;
+    }
+    let d = amax / 127.0;
+    let inverse = if d == 0.0 { 0.0 } else { 1.0 / d };
+    let mut word = 0u32;
+    for (i, &x) in v.iter().enumerate() {
+        let q = core::intrinsics::roundf32(x * inverse) as i32 as i8;
+        word |= (q as u8 as u32) << (8 * i);
+    }
+    (word, d)
+}
+
+/// The `MOE_QUANTIZE_VALUES_PER_THREAD` activations from flat index `first` on, as f32, or
+/// zeros when `active` is false.
+///
+/// Safety: when `active`, `first .. first + 4` lie inside `x`.
+#[inline(always)]
+unsafe fn activations(p: &MoeParams, first: u64, active: bool) -> [f32; MOE_QUANTIZE_VALUES_PER_THREAD as usize] {
+    let mut v = [0f32; MOE_QUANTIZE_VALUES_PER_THREAD as usize];
+    if active {
+        for (i, value) in v.iter_mut().enumerate() {
+            *value = activation(p, first + i as u64);
+        }
+    }
+    v
+}
+
 /// Thread `8b + i` of quantizing block `block` quantizes values `4i .. 4i + 4` of q8_1 block
 /// `block · 128 + b` (a row's blocks are consecutive, and `k` is a multiple of 32, so the
 /// flat array's 32-value blocks are exactly the rows' blocks).
@@ -118,27 +167,8 @@ unsafe fn quantize(p: &MoeParams, block: u32) {
     let part = tid % THREADS_PER_BLOCK_OF_32;
     // Groups past the end still take part in the shuffles (on zeros) but store nothing.
     let active = q8_block < total_blocks;
-    let first = q8_block * QK as u64 + (part * PER_THREAD) as u64;
-    let mut v = [0f32; PER_THREAD as usize];
-    if active {
-        for (i, value) in v.iter_mut().enumerate() {
-            *value = activation(p, first + i as u64);
-        }
-    }
-    let mut amax = v.iter().fold(0f32, |a, x| a.max(x.abs()));
-    let mut mask = 1;
-    while mask < THREADS_PER_BLOCK_OF_32 {
-        amax = amax.max(shfl_xor_f32(amax, mask));
-        mask *= 2;
-    }
-    // As the host's quantize_q8_1: d = amax / 127, q = round(x · (1/d)), 0 for an all-zero block.
-    let d = amax / 127.0;
-    let inverse = if d == 0.0 { 0.0 } else { 1.0 / d };
-    let mut word = 0u32;
-    for (i, &x) in v.iter().enumerate() {
-        let q = core::intrinsics::roundf32(x * inverse) as i32 as i8;
-        word |= (q as u8 as u32) << (8 * i);
-    }
+    let v = activations(p, q8_block * QK as u64 + (part * PER_THREAD) as u64, active);
+    let (word, d) = quantize_q8_1_part(v);
     if active {
         *p.x_q.ptr_mut().add((q8_block * THREADS_PER_BLOCK_OF_32 as u64 + part as u64) as usize) = word;
         if part == 0 {
@@ -726,8 +756,130 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
     }
 }
 
+// -------------------------------------------------------------------------------------------
+// 3c. The direct path: no routing
+// -------------------------------------------------------------------------------------------
+
+/// Writes `error[0]` as the router does: the first slot whose id lies outside `0..experts`, or
+/// `u32::MAX`. One warp, 32 slots per round by ballot: the first round with a bad slot holds
+/// the first one.
+///
+/// Safety: every lane of one warp calls it together; `ids` holds `tokens · n_used` ids.
+#[inline(always)]
+unsafe fn record_first_bad_id(p: &MoeParams, lane: u32) {
+    let slots = p.tokens as u64 * p.n_used as u64;
+    let mut first = u32::MAX;
+    let mut base = 0u64;
+    while base < slots {
+        let i = base + lane as u64;
+        // A negative id is a huge u32: one comparison flags both ends.
+        let bad = i < slots && *p.ids.ptr().add(i as usize) as u32 >= p.experts;
+        let mask = ballot(bad);
+        if mask != 0 {
+            first = (base + mask.trailing_zeros() as u64) as u32;
+            break;
+        }
+        base += LANES as u64;
+    }
+    if lane == 0 {
+        *p.error.ptr_mut() = first;
+    }
+}
+
+/// The direct path (few tokens; see the module docs): block `(s, y)` computes features
+/// `y · WARPS · FEATURES ..` of slot `s`'s output row from its expert's weights, with no
+/// routing and no other launch:
+/// 1. warp 0 of block `(0, 0)` writes the bad-id record; a block whose slot's id is bad or
+///    outside the expert range returns (its row is left as it was);
+/// 2. the block quantizes the slot's activation row into shared memory, exactly as the
+///    prepare kernel's quantizer does (8 threads per q8_1 block);
+/// 3. each warp streams its `FEATURES` weight rows over the whole of K, lane `l` taking chunks
+///    `l, l + 32, ..` of every row at once (`FEATURES` chunk loads in flight), and
+///    [`chunk_dot`]s each with the staged q8_1 chunk; a butterfly sums each feature over the
+///    warp and lane `f` stores feature `f`.
+///
+/// An expert chosen by several slots is read once per slot: that is why the host takes this
+/// path only for a few slots.
+///
+/// Safety: launched by the host with `32 · WARPS` threads, grid `(tokens · n_used, feature
+/// blocks)`, [`moe_direct_smem_bytes`](crate::moe_config::moe_direct_smem_bytes)`(k)` bytes of
+/// dynamic shared memory, buffers sized for the parameters and `weights` aligned for `B`.
+#[inline(always)]
+unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: usize>(p: &MoeParams) {
+    const PER_THREAD: usize = MOE_QUANTIZE_VALUES_PER_THREAD as usize;
+    const THREADS_PER_BLOCK_OF_32: usize = QK / PER_THREAD;
+    const { assert!(THREADS_PER_BLOCK_OF_32 == CHUNK_WORDS, "each quantizing thread writes one word of its block") };
+    let threads = WARPS * LANES as usize;
+    let tid = thread_idx_x() as usize;
+    let (warp, lane) = (tid / LANES as usize, tid % LANES as usize);
+    let slot = block_idx_x() as usize;
+    if slot == 0 && block_idx_y() == 0 && warp == 0 {
+        record_first_bad_id(p, lane as u32);
+    }
+    // The host keeps expert_first ≤ expert_last ≤ experts, so this also rejects every bad id
+    // (a negative one is a huge u32). Uniform over the block: no barrier is left half-met.
+    let expert = *p.ids.ptr().add(slot) as u32;
+    if expert >= p.experts || expert < p.expert_first || expert >= p.expert_last {
+        return;
+    }
+
+    let n = p.n as usize;
+    let k_chunks = p.k as usize / QK;
+    let feature0 = block_idx_y() as usize * WARPS * FEATURES + warp * FEATURES;
+    let expert_weights = p.weights.ptr().add(expert as usize * p.expert_bytes as usize);
+    // A feature past `n` reads row n − 1 (in bounds) and is never stored: no branch around
+    // the decode, so the chunks stay in registers.
+    let row_bytes = p.row_bytes as usize;
+    let rows: [*const u8; FEATURES] = core::array::from_fn(|f| expert_weights.add((feature0 + f).min(n - 1) * row_bytes));
+    // Quantize the slot's activation row: q8_1 block b by threads 8b' .. 8b' + 8 of a pass.
+    let x_first = x_row_of_slot(p, slot) as u64 * p.k as u64;
+    let smem_q = dynamic_smem() as *mut u32;
+    let smem_d = smem_q.add(k_chunks * CHUNK_WORDS) as *mut f32;
+    let part = tid % THREADS_PER_BLOCK_OF_32;
+    let mut pass_first = 0;
+    while pass_first < k_chunks {
+        let b = pass_first + tid / THREADS_PER_BLOCK_OF_32;
+        // Groups past the end still take part in the shuffles (on zeros) but store nothing.
+        let active = b < k_chunks;
+        let (word, d) = quantize_q8_1_part(activations(p, x_first + (b * QK + part * PER_THREAD) as u64, active));
+        if active {
+            *smem_q.add(b * CHUNK_WORDS + part) = word;
+            if part == 0 {
+                *smem_d.add(b) = d;
+            }
+        }
+        pass_first += threads / THREADS_PER_BLOCK_OF_32;
+    }
+    sync_threads();
+
+    let mut acc = [0f32; FEATURES];
+    let mut kc = lane;
+    while kc < k_chunks {
+        let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| weight_chunk::<B>(rows[f], kc));
+        let at = kc * CHUNK_WORDS;
+        let (lo, hi) = (*(smem_q.add(at) as *const Words4), *(smem_q.add(at + 4) as *const Words4));
+        let words = [lo.0[0], lo.0[1], lo.0[2], lo.0[3], hi.0[0], hi.0[1], hi.0[2], hi.0[3]];
+        let dx = *smem_d.add(kc);
+        for f in 0..FEATURES {
+            acc[f] += chunk_dot(&chunks[f], B::HAS_OFFSET, &words, dx);
+        }
+        kc += LANES as usize;
+    }
+    let out = p.y.ptr_mut().add(slot * n);
+    for (f, sum) in acc.iter_mut().enumerate() {
+        let mut mask = 1;
+        while mask < LANES {
+            *sum += shfl_xor_f32(*sum, mask);
+            mask *= 2;
+        }
+        if lane == f && feature0 + f < n {
+            *out.add(feature0 + f) = *sum;
+        }
+    }
+}
+
 macro_rules! define_moe_entries {
-    (matmul: [$(($decode:ident, $tiled:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
+    (matmul: [$(($decode:ident, $tiled:ident, $direct:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
         $(
             moe_params_entry!(
                 /// MoE matmul, decode path (see the module docs).
@@ -752,10 +904,22 @@ macro_rules! define_moe_entries {
                     const WARPS: usize = T.warps as usize;
                     const FEATURES: usize = T.features_per_warp as usize;
                     match T.engine {
-                        MoeEngine::Dp4a => mul_mat_id::<$block, ROWS, WARPS, FEATURES>(&params),
+                        MoeEngine::Dp4a | MoeEngine::Dp4aRow => mul_mat_id::<$block, ROWS, WARPS, FEATURES>(&params),
                         MoeEngine::MmaM8n8k16 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, true>(&params),
                         MoeEngine::MmaM16n8k32 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, false>(&params),
                     }
+                }
+            );
+            moe_params_entry!(
+                /// MoE matmul, direct path (see the module docs).
+                ///
+                /// # Safety
+                /// Launched by the host's `mul_mat_id` alone (no prepare launch), grid
+                /// `(slots, feature blocks)`, `moe_direct_smem_bytes(k)` of shared memory.
+                $direct,
+                |params| {
+                    const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tile(MoePath::Direct, GgufFormat::$format);
+                    mul_mat_id_direct::<$block, { T.warps as usize }, { T.features_per_warp as usize }>(&params)
                 }
             );
         )*
