@@ -225,37 +225,61 @@ enum Paths {
     Every,
 }
 
+/// A case's inputs on the device.
+struct DeviceInputs {
+    weights: CudaSlice<u8>,
+    ids: CudaSlice<i32>,
+    x32: Option<CudaSlice<f32>>,
+    x16: Option<CudaSlice<f16>>,
+    xb16: Option<CudaSlice<bf16>>,
+}
+
+impl DeviceInputs {
+    fn new(s: &Arc<CudaStream>, case: &Case) -> DeviceInputs {
+        DeviceInputs {
+            weights: upload(s, &case.weights),
+            ids: upload(s, &case.ids),
+            x32: (case.xtype == XType::F32).then(|| upload(s, &case.x)),
+            x16: (case.xtype == XType::F16).then(|| upload(s, &case.x.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>())),
+            xb16: (case.xtype == XType::Bf16).then(|| upload(s, &case.x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>())),
+        }
+    }
+
+    /// `h.mul_mat_id` of `desc` on these inputs (not waiting for the stream).
+    fn run(&self, h: &Cukernels, s: &Arc<CudaStream>, desc: &MulMatId, y: &mut CudaSlice<f32>, workspace: &mut CudaSlice<u8>) -> Result<(), Error> {
+        let (w, ids) = (&self.weights, &self.ids);
+        match (&self.x32, &self.x16, &self.xb16) {
+            (Some(x), _, _) => h.mul_mat_id(s, desc, w, x, ids, y, workspace),
+            (_, Some(x), _) => h.mul_mat_id(s, desc, w, x, ids, y, workspace),
+            (_, _, Some(x)) => h.mul_mat_id(s, desc, w, x, ids, y, workspace),
+            _ => unreachable!("one activation buffer per case"),
+        }
+    }
+}
+
 /// Runs `case` on every handle (and path) and checks the result (the routing error for bad
 /// ids) and every element.
 fn run_case(gpu: &Gpu, case: &Case, label: &str, paths: Paths) {
+    let inputs = DeviceInputs::new(&gpu.stream, case);
     let forced: &[MoePath] = if paths == Paths::Every { &MoePath::ALL } else { &[] };
     for path in std::iter::once(None).chain(forced.iter().copied().map(Some)) {
         let desc = match path {
             Some(p) => case.desc.clone().force_path(p),
             None => case.desc.clone(),
         };
-        run_case_on(gpu, case, &desc, &format!("{label} path {}", path.map_or("chosen", |p| p.name())));
+        run_case_on(gpu, case, &inputs, &desc, &format!("{label} path {}", path.map_or("chosen", |p| p.name())));
     }
 }
 
 /// [`run_case`] of `desc` (the case's call, maybe with a forced path).
-fn run_case_on(gpu: &Gpu, case: &Case, desc: &MulMatId, label: &str) {
+fn run_case_on(gpu: &Gpu, case: &Case, inputs: &DeviceInputs, desc: &MulMatId, label: &str) {
     let s = &gpu.stream;
-    let w = upload(s, &case.weights);
-    let ids = upload(s, &case.ids);
-    let x32 = (case.xtype == XType::F32).then(|| upload(s, &case.x));
-    let x16 = (case.xtype == XType::F16).then(|| upload(s, &case.x.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>()));
-    let xb16 = (case.xtype == XType::Bf16).then(|| upload(s, &case.x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()));
     let poison = vec![f32::from_bits(POISON); case.expected.len()];
     let mut y = upload(s, &poison);
     for h in &gpu.handles {
         let mut workspace = s.alloc_zeros::<u8>(desc.workspace_bytes().unwrap().max(1)).unwrap();
         s.memcpy_htod(&poison, &mut y).unwrap();
-        let result = match case.xtype {
-            XType::F32 => h.mul_mat_id_checked(s, desc, &w, x32.as_ref().unwrap(), &ids, &mut y, &mut workspace),
-            XType::F16 => h.mul_mat_id_checked(s, desc, &w, x16.as_ref().unwrap(), &ids, &mut y, &mut workspace),
-            XType::Bf16 => h.mul_mat_id_checked(s, desc, &w, xb16.as_ref().unwrap(), &ids, &mut y, &mut workspace),
-        };
+        let result = inputs.run(h, s, desc, &mut y, &mut workspace).and_then(|()| h.moe_routing_error(s, desc, &inputs.ids, &workspace));
         let config = format!("{} ({})", h.artifact(KernelFamily::Moe), desc.matmul_path(h.moe_config()).name());
         let bad = case.ids.iter().position(|&e| e < 0 || e as usize >= desc.experts);
         match (bad, &result) {
@@ -266,24 +290,30 @@ fn run_case_on(gpu: &Gpu, case: &Case, desc: &MulMatId, label: &str) {
             }
             _ => panic!("{label} {config}: result {result:?} with first bad slot {bad:?}"),
         }
-        let got = s.clone_dtoh(&y).unwrap();
-        let mut worst = 0f64;
-        for (i, (g, e)) in got.iter().zip(&case.expected).enumerate() {
-            let (slot, j) = (i / desc.n, i % desc.n);
-            let place = || format!("{label} {config}: y[{}][{}][{j}] (expert {})", slot / desc.n_used, slot % desc.n_used, case.ids[slot]);
-            match e {
-                None => assert_eq!(g.to_bits(), POISON, "{}: must be left untouched, holds {g}", place()),
-                Some((r, mag)) => {
-                    assert!(g.is_finite(), "{}: not written or not finite: {g} (expected {r})", place());
-                    let err = (*g as f64 - r).abs();
-                    let tol = 1e-5 * mag + 1e-30;
-                    assert!(err <= tol, "{}: {g} vs {r}: error {err:.3e} > {tol:.3e}", place());
-                    worst = worst.max(err / tol);
-                }
-            }
-        }
+        let worst = check_output(case, desc, &s.clone_dtoh(&y).unwrap(), &format!("{label} {config}"));
         eprintln!("{label} {config}: ok (worst error {worst:.3} of the bound)");
     }
+}
+
+/// Checks every element of `got` against the case's reference (untouched rows must still hold
+/// the poison); returns the worst error as a fraction of its bound.
+fn check_output(case: &Case, desc: &MulMatId, got: &[f32], label: &str) -> f64 {
+    let mut worst = 0f64;
+    for (i, (g, e)) in got.iter().zip(&case.expected).enumerate() {
+        let (slot, j) = (i / desc.n, i % desc.n);
+        let place = || format!("{label}: y[{}][{}][{j}] (expert {})", slot / desc.n_used, slot % desc.n_used, case.ids[slot]);
+        match e {
+            None => assert_eq!(g.to_bits(), POISON, "{}: must be left untouched, holds {g}", place()),
+            Some((r, mag)) => {
+                assert!(g.is_finite(), "{}: not written or not finite: {g} (expected {r})", place());
+                let err = (*g as f64 - r).abs();
+                let tol = 1e-5 * mag + 1e-30;
+                assert!(err <= tol, "{}: {g} vs {r}: error {err:.3e} > {tol:.3e}", place());
+                worst = worst.max(err / tol);
+            }
+        }
+    }
+    worst
 }
 
 const COMBOS: [(usize, usize); 4] = [(8, 2), (32, 4), (128, 8), (512, 10)];
@@ -394,6 +424,63 @@ fn ids_out_of_range_are_an_error_and_read_nothing() {
         }
         let case = make_case(&mut rng, desc, XType::F32, ids);
         run_case(&gpu, &case, &format!("bad ids T{tokens}"), Paths::Every);
+    }
+}
+
+/// The direct path reads each slot's quantized row from the workspace, so it has no limit on
+/// K: a K of 28672 (Llama-3-70B's FFN down projection), many passes of 32 chunks per lane.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn long_k_on_every_path() {
+    let gpu = gpu();
+    let mut rng = rng("moe long k");
+    for format in [GgufFormat::Q4_0, GgufFormat::Q6K] {
+        let desc = MulMatId::new(format, 8, 37, 28672, 2, 2);
+        let ids = random_ids(&mut rng, 8, 2, 2);
+        let case = make_case(&mut rng, desc, XType::F32, ids);
+        run_case(&gpu, &case, &format!("{format} T2 E8/2 k28672"), Paths::Every);
+    }
+}
+
+/// The call captured in a CUDA graph and replayed gives every element as a direct call does,
+/// on every path and config: the direct path's second launch is a programmatic dependent of
+/// the first on sm_90 builds, which a capture must keep as a graph edge.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn calls_can_be_captured_in_a_cuda_graph() {
+    use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let gpu = gpu();
+    let s = &gpu.stream;
+    let mut rng = rng("moe graph");
+    let desc = MulMatId::new(GgufFormat::Q4K, 32, 67, k_of(GgufFormat::Q4K, 5), 3, 4);
+    let ids = random_ids(&mut rng, 32, 4, 3);
+    let case = make_case(&mut rng, desc, XType::F16, ids);
+    let ctx = s.context();
+    // cudarc's event tracking makes each use of a buffer wait for its last use; inside a
+    // capture, a wait on an event recorded before it is an error. SAFETY: these buffers are
+    // only ever used on `s`, in order.
+    unsafe { ctx.disable_event_tracking() };
+    let inputs = DeviceInputs::new(s, &case);
+    let poison = vec![f32::from_bits(POISON); case.expected.len()];
+    let mut y = upload(s, &poison);
+    let mut workspace = s.alloc_zeros::<u8>(case.desc.workspace_bytes().unwrap()).unwrap();
+    // SAFETY: only buffers made from here on are tracked again; the ones above stay on `s`.
+    unsafe { ctx.enable_event_tracking() };
+    for path in MoePath::ALL {
+        let desc = case.desc.clone().force_path(path);
+        for h in &gpu.handles {
+            let label = format!("graph q4_K T3 E32/4 {} ({})", h.artifact(KernelFamily::Moe), path.name());
+            s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+            inputs.run(h, s, &desc, &mut y, &mut workspace).unwrap();
+            let graph = s.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("the capture recorded the launches");
+            for replay in 0..2 {
+                s.memcpy_htod(&poison, &mut y).unwrap();
+                graph.launch().unwrap();
+                h.moe_routing_error(s, &desc, &inputs.ids, &workspace).unwrap();
+                let worst = check_output(&case, &desc, &s.clone_dtoh(&y).unwrap(), &format!("{label} replay {replay}"));
+                eprintln!("{label} replay {replay}: ok (worst error {worst:.3} of the bound)");
+            }
+        }
     }
 }
 

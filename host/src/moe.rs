@@ -23,13 +23,15 @@
 //!   blocks and routes (counts, prefix-sums and gathers the slots of each expert); the second
 //!   multiplies each expert's weights by its gathered rows, with `dp4a` (decode: few rows per
 //!   expert) or the int8 tensor cores (tiled: many);
-//! - **direct** (a few slots: one to a few tokens): one launch, no routing; each block reads
-//!   its slot's id, quantizes the slot's row into shared memory and streams that expert's
-//!   weights.
+//! - **direct** (a few slots: one to a few tokens): no routing; the first launch only
+//!   quantizes, and in the second each block reads its slot's id and streams that expert's
+//!   weights against the slot's quantized row. On sm_90 and newer the second launch is a
+//!   programmatic dependent of the first (it starts, and issues its first weight loads, while
+//!   the quantizer runs).
 //!
 //! Nothing waits for the host, so the call can be captured in a CUDA graph. The caller
 //! allocates a workspace of [`MulMatId::workspace_bytes`] bytes (reusable by later calls on the
-//! same stream; the direct path uses only its error record).
+//! same stream; the direct path uses only its q8_1 parts and error record).
 //!
 //! An id outside `0..experts` is caught on the device (by the router, or on the direct path by
 //! the first block): that slot is computed by
@@ -46,11 +48,10 @@
 
 use crate::error::{Error, Result};
 use crate::quant::dequantize;
-use crate::runtime::Cukernels;
+use crate::runtime::{launch_with_attribute, Cukernels, LaunchAttribute};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
-use cukernels_gpu::moe_flags::{X_BF16, X_F16};
+use cukernels_gpu::moe_flags::{QUANTIZE_ONLY, X_BF16, X_F16};
 use cukernels_gpu::quant::GgufFormat;
-use cukernels_gpu::moe_config::{moe_direct_smem_bytes, MOE_DIRECT_MAX_K};
 use cukernels_gpu::{moe_config, GlobalPtr, MoeArchConfig, MoeKernelKind, MoeParams, MoePath, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD};
 use std::sync::Arc;
 
@@ -287,8 +288,7 @@ impl MulMatId {
         self.matmul_path(config) == MoePath::Decode
     }
 
-    /// Runs `path` whatever the batch size (every path is correct for every call; the direct
-    /// path only up to `k ≤ MOE_DIRECT_MAX_K`, past which `plan` refuses it).
+    /// Runs `path` whatever the batch size (every path is correct for every call).
     pub fn force_path(mut self, path: MoePath) -> Self {
         self.path = Some(path);
         self
@@ -299,7 +299,7 @@ impl MulMatId {
     /// per expert, tiled for many).
     pub fn matmul_path(&self, config: &MoeArchConfig) -> MoePath {
         let (first, last) = self.expert_range.unwrap_or((0, self.experts));
-        self.path.unwrap_or_else(|| config.path(self.slots() as u64, (last - first) as u64, self.n as u64, self.k as u64))
+        self.path.unwrap_or_else(|| config.path(self.slots() as u64, (last - first) as u64, self.n as u64))
     }
 
     /// The workspace's parts (after checking the shape).
@@ -360,9 +360,6 @@ impl MulMatId {
         }
         let path = self.matmul_path(config);
         let tile = config.tile(path, self.format);
-        if path == MoePath::Direct && self.k > MOE_DIRECT_MAX_K as usize {
-            return Err(too_big("k", self.k, &format!("the direct path stages a whole activation row: k ≤ {MOE_DIRECT_MAX_K}")));
-        }
         let feature_blocks = self.n.div_ceil(tile.features() as usize) as u64;
         if feature_blocks > MAX_GRID_Y {
             return Err(too_big("n", self.n, &format!("more than {MAX_GRID_Y} blocks of {} features (gridDim.y)", tile.features())));
@@ -378,8 +375,9 @@ impl MulMatId {
             return Err(too_big("tokens", self.tokens, "more row tiles than gridDim.x allows"));
         }
         let x_blocks = (lens.x / 32) as u64;
-        // Block 0 routes, the others quantize.
-        let prepare_blocks = 1 + x_blocks.div_ceil((MOE_PREPARE_THREADS / (32 / MOE_QUANTIZE_VALUES_PER_THREAD)) as u64);
+        // Block 0 routes (not on the direct path), the others quantize.
+        let router_blocks = if path == MoePath::Direct { 0 } else { 1 };
+        let prepare_blocks = router_blocks + x_blocks.div_ceil((MOE_PREPARE_THREADS / (32 / MOE_QUANTIZE_VALUES_PER_THREAD)) as u64);
         if prepare_blocks > MAX_GRID_X {
             return Err(too_big("tokens", self.tokens, "more activation blocks than gridDim.x allows"));
         }
@@ -421,7 +419,7 @@ impl MulMatId {
             expert_first: first as u32,
             expert_last: last as u32,
             tile_rows: tile.rows,
-            flags: x_flags,
+            flags: if path == MoePath::Direct { x_flags | QUANTIZE_ONLY } else { x_flags },
         };
         Ok(MoePlan {
             params,
@@ -429,7 +427,8 @@ impl MulMatId {
             prepare_grid: prepare_blocks as u32,
             matmul_grid: (tile_bound as u32, feature_blocks as u32),
             matmul_threads: tile.threads(),
-            matmul_smem: if path == MoePath::Direct { moe_direct_smem_bytes(self.k as u32) } else { tile.smem_bytes() },
+            matmul_smem: tile.smem_bytes(),
+            matmul_overlaps_prepare: path == MoePath::Direct && config.arch.has_programmatic_launch(),
             empty: self.tokens == 0,
         })
     }
@@ -455,13 +454,15 @@ pub struct MoeBuffers {
 pub struct MoePlan {
     pub params: MoeParams,
     pub path: MoePath,
-    /// Blocks of the prepare launch: the router, then the quantizers (not launched on the
-    /// direct path).
+    /// Blocks of the prepare launch: the router (not on the direct path), then the quantizers.
     pub prepare_grid: u32,
     /// (tiles bound, feature blocks) of the matmul.
     pub matmul_grid: (u32, u32),
     pub matmul_threads: u32,
     pub matmul_smem: u32,
+    /// The matmul is launched as a programmatic dependent of the prepare launch (the direct
+    /// path's kernel waits for the quantizer itself, on sm_90 and newer).
+    pub matmul_overlaps_prepare: bool,
     /// No tokens: nothing to launch.
     pub empty: bool,
 }
@@ -580,22 +581,22 @@ impl Cukernels {
         // buffers and workspace (held by their SyncOnDrop guards in the caller for the duration
         // of the launches), and that y overlaps nothing the kernels read. The prepare kernel's
         // quantizing blocks write only the workspace's q8_1 parts, its routing block only the
-        // routing parts (reading ids); the matmul reads those, the weights, and writes y rows of routed slots. `args`
+        // routing parts (reading ids); the matmul reads those, the weights, and writes y rows
+        // of routed slots (the direct one, overlapping the prepare launch, reads the q8_1 parts
+        // only after its wait for that grid). `args`
         // points at the fields of `params`, alive until the last launch returns, and matches
         // the entry points' parameters by construction (one definition of `MoeParams`).
         unsafe {
-            if plan.path != MoePath::Direct {
-                let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
-                cudarc::driver::result::launch_kernel(prepare.cu_function(), (plan.prepare_grid, 1, 1), (MOE_PREPARE_THREADS, 1, 1), route_smem, s, &mut args)?;
+            let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
+            cudarc::driver::result::launch_kernel(prepare.cu_function(), (plan.prepare_grid, 1, 1), (MOE_PREPARE_THREADS, 1, 1), route_smem, s, &mut args)?;
+            let grid = (plan.matmul_grid.0, plan.matmul_grid.1, 1);
+            if plan.matmul_overlaps_prepare {
+                // The direct kernel of an sm_90+ build waits for the prepare grid
+                // (`griddepcontrol.wait`) before it reads the quantized activations.
+                launch_with_attribute(matmul.cu_function(), grid, plan.matmul_threads, plan.matmul_smem, s, &mut args, LaunchAttribute::ProgrammaticDependent)?;
+            } else {
+                cudarc::driver::result::launch_kernel(matmul.cu_function(), grid, (plan.matmul_threads, 1, 1), plan.matmul_smem, s, &mut args)?;
             }
-            cudarc::driver::result::launch_kernel(
-                matmul.cu_function(),
-                (plan.matmul_grid.0, plan.matmul_grid.1, 1),
-                (plan.matmul_threads, 1, 1),
-                plan.matmul_smem,
-                s,
-                &mut args,
-            )?;
         }
         Ok(())
     }

@@ -277,3 +277,59 @@ impl std::fmt::Debug for Cukernels {
         f.debug_struct("Cukernels").field("artifacts", &artifacts).field("sm_count", &self.sm_count()).finish()
     }
 }
+
+/// A launch attribute of [`launch_with_attribute`].
+pub(crate) enum LaunchAttribute {
+    /// Thread-block clusters of this many blocks along y (sm_90 and newer).
+    ClusterY(u32),
+    /// The launch may start before the one before it on the stream ends; its kernel waits for
+    /// that grid itself (`griddepcontrol.wait`, sm_90 and newer).
+    ProgrammaticDependent,
+}
+
+/// Launches `f` through `cuLaunchKernelEx` with one launch attribute.
+///
+/// Safety: as `cuLaunchKernel`: `args` matches `f`'s parameters, every address they carry is
+/// valid for what the kernel does with it for the duration of the launch, and the attribute
+/// is one the kernel was built for (a cluster reduction, a wait for its prerequisite grid).
+pub(crate) unsafe fn launch_with_attribute(
+    f: cudarc::driver::sys::CUfunction,
+    grid: (u32, u32, u32),
+    block: u32,
+    smem_bytes: u32,
+    stream: cudarc::driver::sys::CUstream,
+    args: &mut [*mut std::ffi::c_void],
+    attribute: LaunchAttribute,
+) -> Result<()> {
+    use cudarc::driver::sys::{CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig};
+    // SAFETY (zeroed): a C union of plain integers; all zeros is a valid value of it.
+    let mut value: CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    let id = match attribute {
+        LaunchAttribute::ClusterY(blocks) => {
+            value.clusterDim.x = 1;
+            value.clusterDim.y = blocks;
+            value.clusterDim.z = 1;
+            CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        }
+        LaunchAttribute::ProgrammaticDependent => {
+            value.programmaticStreamSerializationAllowed = 1;
+            CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        }
+    };
+    let mut attribute = CUlaunchAttribute { id, pad: [0; 4], value };
+    let config = CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem_bytes,
+        hStream: stream,
+        attrs: &mut attribute,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller's promises above; `config` and `attribute` live until the call returns.
+    unsafe { cudarc::driver::sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
+    Ok(())
+}

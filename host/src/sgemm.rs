@@ -27,7 +27,7 @@
 //! the same bits on every run.
 
 use crate::error::{Error, Result};
-use crate::runtime::Cukernels;
+use crate::runtime::{launch_with_attribute, Cukernels, LaunchAttribute};
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR};
@@ -681,29 +681,9 @@ impl Cukernels {
     /// (`cuLaunchKernelEx` with a cluster-dimension attribute), which the kernel's reduction
     /// through distributed shared memory needs.
     fn launch_clusters(&self, f: cudarc::driver::sys::CUfunction, stream: CUstream, p: &SgemmPlan, args: &mut [*mut c_void]) -> Result<()> {
-        use cudarc::driver::sys::{CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig};
-        // SAFETY (zeroed): a C union of plain integers; all zeros is a valid value of it.
-        let mut value: CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
-        value.clusterDim.x = 1;
-        value.clusterDim.y = p.grid.1;
-        value.clusterDim.z = 1;
-        let mut attribute = CUlaunchAttribute { id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, pad: [0; 4], value };
-        let config = CUlaunchConfig {
-            gridDimX: p.grid.0,
-            gridDimY: p.grid.1,
-            gridDimZ: p.grid.2,
-            blockDimX: p.block,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: p.smem_bytes,
-            hStream: stream,
-            attrs: &mut attribute,
-            numAttrs: 1,
-        };
         // SAFETY: as in `launch_sgemm` (validated plan, parameter array matching the entry
-        // point); `config` and `attribute` live until the call returns, and the plan only has
-        // k splits on an architecture with clusters, whose PTX has the reduction.
-        unsafe { cudarc::driver::sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
-        Ok(())
+        // point); the plan only has k splits on an architecture with clusters, whose PTX has
+        // the reduction.
+        unsafe { launch_with_attribute(f, p.grid, p.block, p.smem_bytes, stream, args, LaunchAttribute::ClusterY(p.grid.1)) }
     }
 }

@@ -81,6 +81,13 @@ impl Arch {
         }
     }
 
+    /// Whether a launch can start as a programmatic dependent of the one before it on the stream
+    /// (`griddepcontrol`, sm_90 and newer): its blocks start while that grid finishes and wait
+    /// for it in the kernel.
+    pub const fn has_programmatic_launch(self) -> bool {
+        self.sm() >= 90
+    }
+
     /// The name used for targets, cfgs and files: `"sm_90"`.
     pub const fn name(self) -> &'static str {
         match self {

@@ -103,4 +103,6 @@ pub mod moe_flags {
     pub const X_F16: u32 = 1 << 0;
     /// The activations are bf16 (neither bit: f32).
     pub const X_BF16: u32 = 1 << 1;
+    /// The prepare launch only quantizes (every block; the direct path needs no routing).
+    pub const QUANTIZE_ONLY: u32 = 1 << 2;
 }

@@ -32,18 +32,6 @@ pub const MOE_ROUTE_SMEM_BYTES: u32 = (2 * 32 + 2 + MOE_ROUTE_EXPERTS_PER_PASS) 
 /// Activation values per quantizer thread.
 pub const MOE_QUANTIZE_VALUES_PER_THREAD: u32 = 4;
 
-/// Largest K the direct path takes. Its block quantizes the whole activation row into shared
-/// memory ([`moe_direct_smem_bytes`]: 18 KB at this K, so that three blocks fit sm_75's 64 KB
-/// and four every other SM); it covers the K of MoE experts (768-4096) and of dense layers up
-/// to Llama-3-8B's FFN (14336). A longer K takes the decode path.
-pub const MOE_DIRECT_MAX_K: u32 = 16384;
-
-/// Shared memory of a direct-path block at `k`: the row's q8_1 values (one byte each) and the
-/// f32 scale of every 32.
-pub const fn moe_direct_smem_bytes(k: u32) -> u32 {
-    k + k / 32 * 4
-}
-
 /// 32-weight chunks of K per step of the tensor-core tiles: 256 weights, one K-quant
 /// super-block or eight blocks of the 32-weight formats, so a step never splits a block.
 pub const MOE_MMA_STEP_CHUNKS: u32 = 8;
@@ -67,8 +55,8 @@ pub const MOE_MMA_SMEM_PADDING_BYTES: u32 = (2 * 2 * MOE_MMA_STEP_CHUNKS + MOE_M
 pub enum MoeEngine {
     /// `dp4a` on the CUDA cores, every lane a 32-weight chunk (every architecture).
     Dp4a,
-    /// `dp4a` as [`Dp4a`](Self::Dp4a), one slot's activation row per block, quantized by the
-    /// block itself into shared memory (the direct path: no routing, one launch).
+    /// `dp4a` as [`Dp4a`](Self::Dp4a), one slot's activation row per block, read from the
+    /// quantizer's output in global memory with no staging (the direct path: no routing).
     Dp4aRow,
     /// Int8 tensor cores, `mma.m8n8k16` (sm_75: Turing's only int8 shape), two per 16×8
     /// fragment.
@@ -112,12 +100,11 @@ impl MoeTile {
         self.warps * self.features_per_warp
     }
     /// Dynamic shared memory of one block: the staged activations of one K step (and, for the
-    /// tensor-core tiles, the step's decoded weights); for the direct path the most it takes,
-    /// at [`MOE_DIRECT_MAX_K`] (a launch asks for [`moe_direct_smem_bytes`] of its K).
+    /// tensor-core tiles, the step's decoded weights); none for the direct path.
     pub const fn smem_bytes(&self) -> u32 {
         match self.engine {
             MoeEngine::Dp4a => self.rows * MOE_SMEM_BYTES_PER_ROW,
-            MoeEngine::Dp4aRow => moe_direct_smem_bytes(MOE_DIRECT_MAX_K),
+            MoeEngine::Dp4aRow => 0,
             MoeEngine::MmaM8n8k16 | MoeEngine::MmaM16n8k32 => {
                 self.features() * MOE_MMA_SMEM_BYTES_PER_FEATURE + self.rows * MOE_MMA_SMEM_BYTES_PER_ROW + MOE_MMA_SMEM_PADDING_BYTES
             }
@@ -192,12 +179,12 @@ pub struct MoeArchConfig {
     pub decode: MoeDecodeShape,
     /// Large batches: more rows per tile, so each weight chunk decoded serves more products.
     pub tiled: MoeTile,
-    /// The direct path (a block per slot and feature group, no routing: one launch): its
-    /// warps and occupancy (one row, the decode tile's features per warp).
+    /// The direct path (a block per slot and feature group, no routing): its warps and
+    /// occupancy (one row, the decode tile's features per warp).
     pub direct: MoeDecodeShape,
     /// The direct path runs while a call has at most this many slots (`tokens · n_used`), at
     /// most `direct_max_rows` per computed expert on average (each slot reads its expert's
-    /// weights itself), and `k ≤ MOE_DIRECT_MAX_K`; then the decode path, then the tiled one.
+    /// weights itself); then the decode path, then the tiled one.
     pub direct_max_slots: u32,
     pub direct_max_rows: u32,
     /// The decode path runs while the routed slots average at most this many rows per
@@ -226,10 +213,10 @@ impl MoeArchConfig {
         }
     }
     /// The path a call of `slots` routed slots (tokens · n_used) over `experts` computed
-    /// experts, `n` output features and `k` input features takes.
-    pub const fn path(&self, slots: u64, experts: u64, n: u64, k: u64) -> MoePath {
+    /// experts and `n` output features takes.
+    pub const fn path(&self, slots: u64, experts: u64, n: u64) -> MoePath {
         let tiled_blocks = slots.div_ceil(self.tiled.rows as u64) * n.div_ceil(self.tiled.features() as u64);
-        if slots <= self.direct_max_slots as u64 && slots <= self.direct_max_rows as u64 * experts && k <= MOE_DIRECT_MAX_K as u64 {
+        if slots <= self.direct_max_slots as u64 && slots <= self.direct_max_rows as u64 * experts {
             MoePath::Direct
         } else if slots <= self.decode_max_rows as u64 * experts || tiled_blocks < self.tiled_min_blocks as u64 {
             MoePath::Decode
@@ -292,11 +279,11 @@ const fn mma_tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: 
 /// the decode path read at 0.8 TB/s (ncu: 52% of warp slots active, 18% of the DRAM peak).
 const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm: 4 };
 /// Direct: the decode tile's warps and features per warp, one row: a block computes 16
-/// features of one slot after quantizing the slot's activation row (2048 values at K = 2048:
-/// 16 per thread, about what one feature's chunks cost a warp). Four blocks per SM; three on
-/// sm_75, whose 64 KB hold three rows of the longest K.
+/// features of one slot, reading the slot's q8_1 row from global memory (L1 and L2: every
+/// block of the slot, and at `x_rows = 1` of the token, reads the same row). Four blocks per SM
+/// as the launch bound (128 registers); with no shared memory, more fit where the kernel
+/// needs fewer (sm_90: 72 registers, seven blocks).
 const DIRECT: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 4 };
-const DIRECT_SM75: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 3 };
 /// The direct path re-reads an expert's weights for each slot routed to it (the routed paths
 /// read them once per tile of rows), and skips the prepare launch and the tile search. First
 /// guess, to be measured: up to 128 slots (16 tokens of 8 experts), one row per expert on
@@ -338,8 +325,7 @@ const fn row(arch: Arch) -> MoeArchConfig {
         Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => TILED_MMA_100KB,
         Arch::Sm90 | Arch::Sm100 => TILED_MMA,
     };
-    let direct = if matches!(arch, Arch::Sm75) { DIRECT_SM75 } else { DIRECT };
-    MoeArchConfig { arch, decode, tiled, direct, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
+    MoeArchConfig { arch, decode, tiled, direct: DIRECT, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
 }
 
 /// Every architecture's row, in [`Arch::ALL`] order. The decode path is `dp4a` everywhere;

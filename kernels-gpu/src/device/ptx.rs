@@ -217,6 +217,45 @@ pub unsafe fn load_global_u32x4(ptr: *const u32) -> [u32; 4] {
     [x, y, z, w]
 }
 
+/// Programmatic dependent launch (sm_90 and newer): the kernels of this build can overlap their
+/// start with the end of the launch before them on the stream.
+const HAS_PROGRAMMATIC_LAUNCH: bool = super::BUILD_CONFIG.has_programmatic_launch();
+
+/// Lets the next launch on the stream, if the host launched it as a programmatic dependent,
+/// start now (`griddepcontrol.launch_dependents`): its blocks then wait in
+/// [`wait_for_prerequisite_grid`] for this grid's completion, not for their own launch. A no-op
+/// before sm_90 (the dependent is then an ordinary launch that starts after this grid ends).
+#[inline(always)]
+pub fn allow_dependent_launch() {
+    if HAS_PROGRAMMATIC_LAUNCH {
+        // SAFETY: a scheduling hint with no memory effect of its own.
+        unsafe { asm!("griddepcontrol.launch_dependents;", options(nostack)) };
+    }
+}
+
+/// Waits until the grid this one depends on (the launch before it on the stream) has completed
+/// and its memory writes are visible (`griddepcontrol.wait`). Returns at once when the kernel
+/// was launched normally, and before sm_90, where every launch is. Loads placed before it in
+/// the program (of inputs that earlier launches wrote, not the prerequisite grid) are issued
+/// before it: the asm counts as touching memory, so the compiler moves no memory access across
+/// it.
+#[inline(always)]
+pub fn wait_for_prerequisite_grid() {
+    if HAS_PROGRAMMATIC_LAUNCH {
+        // SAFETY: a wait with no memory effect of its own beyond ordering.
+        unsafe { asm!("griddepcontrol.wait;", options(nostack)) };
+    }
+}
+
+/// Asks for the 128-byte line holding `ptr` to be brought into L2 (`prefetch.global.L2`): no
+/// register waits for it, and a fault is impossible (a prefetch of an invalid address is
+/// dropped), but callers still pass addresses inside their buffers.
+#[inline(always)]
+pub fn prefetch_global_l2(ptr: *const u8) {
+    // SAFETY: a prefetch reads nothing into the program and never faults.
+    unsafe { asm!("prefetch.global.L2 [{a}];", a = in(reg64) ptr, options(nostack, readonly, preserves_flags)) };
+}
+
 /// Returns `x` unchanged, hidden from the optimizer. An `asm!` without `pure` counts as having
 /// side effects, so LLVM neither hoists it out of a loop nor merges two of them. Used on loop
 /// inputs of address arithmetic: the few integer instructions are then recomputed each k-step

@@ -1,7 +1,7 @@
 //! # MoE quantized matmul (ggml's `mul_mat_id`): quantize, route, multiply
 //!
 //! `y[t][s] = W[ids[t][s]] · x[t][s or 0]` with the weights `W[experts, n, k]` in a GGUF block
-//! format, in two launches on one stream (one for a few tokens: the direct path below), none of which waits for the host (the whole op can
+//! format, in two launches on one stream, neither of which waits for the host (the whole op can
 //! be captured in a CUDA graph). The first, `prepare`, does steps 1 and 2 side by side (they
 //! are independent): block 0 routes, the other blocks quantize; at decode batches a launch is
 //! a fair part of the call, so the two share one.
@@ -24,15 +24,23 @@
 //!    block finds its expert by a warp-wide search in `tiles_before` (`gathered_tile`). An expert with no rows owns no
 //!    tile and costs nothing; a duplicated id is two rows of its expert.
 //!
-//! ## The direct path (a few tokens): one launch
-//! With a few slots (decode of one to a few tokens) the two launches, the router's one-block
-//! pass and each block's tile search are a large part of a call that reads a few MB. The
-//! direct path (`mul_mat_id_direct`) skips them all: block `(s, y)` reads slot `s`'s id
-//! itself, quantizes the slot's activation row into shared memory (the quantizer's arithmetic,
-//! bit for bit) and streams features `y · F_block ..` of that expert's weights against it.
-//! Warp 0 of block `(0, 0)` writes the bad-id record the router would have written, and a
-//! bad id's block returns before reading anything. Each slot reads its expert's weights
-//! itself, so the host takes this path only for a few slots (`direct_max_slots`).
+//! ## The direct path (a few tokens): no routing
+//! With a few slots (decode of one to a few tokens) the router's one-block pass and each
+//! block's tile search are a large part of a call that reads a few MB. The direct path skips
+//! them: the prepare launch only quantizes (`QUANTIZE_ONLY`: every block a quantizer), and
+//! in the matmul (`mul_mat_id_direct`) block `(s, y)` reads slot `s`'s id itself and streams
+//! features `y · F_block ..` of that expert's weights against the slot's q8_1 row, read from
+//! global memory (every block of a slot reads the same row: it stays in L1 and L2). Warp 0
+//! of block `(0, 0)` writes the bad-id record the router would have written, and a bad id's
+//! block returns before reading anything. Each slot reads its expert's weights itself, so the
+//! host takes this path only for a few slots (`direct_max_slots`).
+//!
+//! On sm_90 and newer the matmul is a *programmatic dependent* of the quantizer: the quantizer
+//! lets it launch at once (`griddepcontrol.launch_dependents`), its blocks prefetch their first
+//! weights into L2, and only then wait for the quantizer's results (`griddepcontrol.wait`); so
+//! the second launch's start and the first weights' latency hide behind the quantizer. (A
+//! first version quantized the row in every block, into shared memory, to save the launch:
+//! at 8 tokens that quantization was over half of the kernel's instructions.)
 //!
 //! ## The matmul tile
 //! A tile is `ROWS` rows of one expert × `WARPS · FEATURES` output features. K is walked in
@@ -70,14 +78,14 @@
 
 use crate::abi::{moe_params_entry, MoeParams};
 use crate::device::ptx::{
-    ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
+    allow_dependent_launch, ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, prefetch_global_l2, wait_for_prerequisite_grid, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
     thread_idx_x,
 };
 use crate::device::BUILD_CONFIG;
 use crate::moe_config::{moe_config, MoeEngine, MoePath, MOE_CHUNKS_PER_STEP, MOE_MMA_ROW_WORDS, MOE_MMA_STEP_CHUNKS, MOE_PREPARE_THREADS, MOE_QUANTIZE_VALUES_PER_THREAD,
     MOE_ROUTE_EXPERTS_PER_PASS, MOE_ROUTE_SMEM_BYTES,
 };
-use crate::moe_flags::{X_BF16, X_F16};
+use crate::moe_flags::{QUANTIZE_ONLY, X_BF16, X_F16};
 use crate::quant::{chunk_dot, BlockFormat, Chunk, GgufFormat, QK};
 #[allow(unused_imports)]
 use crate::quant::{
@@ -788,28 +796,25 @@ unsafe fn record_first_bad_id(p: &MoeParams, lane: u32) {
 
 /// The direct path (few tokens; see the module docs): block `(s, y)` computes features
 /// `y · WARPS · FEATURES ..` of slot `s`'s output row from its expert's weights, with no
-/// routing and no other launch:
+/// routing:
 /// 1. warp 0 of block `(0, 0)` writes the bad-id record; a block whose slot's id is bad or
 ///    outside the expert range returns (its row is left as it was);
-/// 2. the block quantizes the slot's activation row into shared memory, exactly as the
-///    prepare kernel's quantizer does (8 threads per q8_1 block);
-/// 3. each warp streams its `FEATURES` weight rows over the whole of K, lane `l` taking chunks
+/// 2. each warp streams its `FEATURES` weight rows over the whole of K, lane `l` taking chunks
 ///    `l, l + 32, ..` of every row at once (`FEATURES` chunk loads in flight), and
-///    [`chunk_dot`]s each with the staged q8_1 chunk; a butterfly sums each feature over the
-///    warp and lane `f` stores feature `f`.
+///    [`chunk_dot`]s each with the slot's q8_1 chunk, read from the quantizer's output (two
+///    16-byte loads and the scale); before its wait for the quantizer, which nothing else
+///    depends on, it asks L2 for its first chunks;
+/// 3. a butterfly sums each feature over the warp and lane `f` stores feature `f`.
 ///
 /// An expert chosen by several slots is read once per slot: that is why the host takes this
 /// path only for a few slots.
 ///
-/// Safety: launched by the host with `32 · WARPS` threads, grid `(tokens · n_used, feature
-/// blocks)`, [`moe_direct_smem_bytes`](crate::moe_config::moe_direct_smem_bytes)`(k)` bytes of
-/// dynamic shared memory, buffers sized for the parameters and `weights` aligned for `B`.
+/// Safety: launched by the host after the quantizing prepare launch on the same stream (as
+/// its programmatic dependent on sm_90 and newer), with `32 · WARPS` threads, grid
+/// `(tokens · n_used, feature blocks)`, buffers sized for the parameters and `weights`
+/// aligned for `B`.
 #[inline(always)]
 unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: usize>(p: &MoeParams) {
-    const PER_THREAD: usize = MOE_QUANTIZE_VALUES_PER_THREAD as usize;
-    const THREADS_PER_BLOCK_OF_32: usize = QK / PER_THREAD;
-    const { assert!(THREADS_PER_BLOCK_OF_32 == CHUNK_WORDS, "each quantizing thread writes one word of its block") };
-    let threads = WARPS * LANES as usize;
     let tid = thread_idx_x() as usize;
     let (warp, lane) = (tid / LANES as usize, tid % LANES as usize);
     let slot = block_idx_x() as usize;
@@ -817,7 +822,7 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
         record_first_bad_id(p, lane as u32);
     }
     // The host keeps expert_first ≤ expert_last ≤ experts, so this also rejects every bad id
-    // (a negative one is a huge u32). Uniform over the block: no barrier is left half-met.
+    // (a negative one is a huge u32).
     let expert = *p.ids.ptr().add(slot) as u32;
     if expert >= p.experts || expert < p.expert_first || expert >= p.expert_last {
         return;
@@ -831,35 +836,31 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
     // the decode, so the chunks stay in registers.
     let row_bytes = p.row_bytes as usize;
     let rows: [*const u8; FEATURES] = core::array::from_fn(|f| expert_weights.add((feature0 + f).min(n - 1) * row_bytes));
-    // Quantize the slot's activation row: q8_1 block b by threads 8b' .. 8b' + 8 of a pass.
-    let x_first = x_row_of_slot(p, slot) as u64 * p.k as u64;
-    let smem_q = dynamic_smem() as *mut u32;
-    let smem_d = smem_q.add(k_chunks * CHUNK_WORDS) as *mut f32;
-    let part = tid % THREADS_PER_BLOCK_OF_32;
-    let mut pass_first = 0;
-    while pass_first < k_chunks {
-        let b = pass_first + tid / THREADS_PER_BLOCK_OF_32;
-        // Groups past the end still take part in the shuffles (on zeros) but store nothing.
-        let active = b < k_chunks;
-        let (word, d) = quantize_q8_1_part(activations(p, x_first + (b * QK + part * PER_THREAD) as u64, active));
-        if active {
-            *smem_q.add(b * CHUNK_WORDS + part) = word;
-            if part == 0 {
-                *smem_d.add(b) = d;
+    let x_row = x_row_of_slot(p, slot);
+    let x_q = p.x_q.ptr().add(x_row * (p.k as usize / 4));
+    let x_d = p.x_d.ptr().add(x_row * k_chunks);
+
+    // The weights and ids are inputs of earlier launches; only x_q and x_d come from the
+    // quantizer. While it runs, the lane's first two passes of weights go to L2 (two passes:
+    // a long row's whole prefetch would evict what other blocks are reading).
+    let chunks_per_block = B::FORMAT.block_elements() / QK;
+    for pass in 0..2 {
+        let kc = lane + pass * LANES as usize;
+        if kc < k_chunks {
+            for row in rows {
+                prefetch_global_l2(row.add(kc / chunks_per_block * core::mem::size_of::<B>()));
             }
         }
-        pass_first += threads / THREADS_PER_BLOCK_OF_32;
     }
-    sync_threads();
+    wait_for_prerequisite_grid();
 
     let mut acc = [0f32; FEATURES];
     let mut kc = lane;
     while kc < k_chunks {
         let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| weight_chunk::<B>(rows[f], kc));
-        let at = kc * CHUNK_WORDS;
-        let (lo, hi) = (*(smem_q.add(at) as *const Words4), *(smem_q.add(at + 4) as *const Words4));
-        let words = [lo.0[0], lo.0[1], lo.0[2], lo.0[3], hi.0[0], hi.0[1], hi.0[2], hi.0[3]];
-        let dx = *smem_d.add(kc);
+        let (lo, hi) = (load_global_u32x4(x_q.add(kc * CHUNK_WORDS)), load_global_u32x4(x_q.add(kc * CHUNK_WORDS + 4)));
+        let words = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
+        let dx = *x_d.add(kc);
         for f in 0..FEATURES {
             acc[f] += chunk_dot(&chunks[f], B::HAS_OFFSET, &words, dx);
         }
@@ -914,8 +915,8 @@ macro_rules! define_moe_entries {
                 /// MoE matmul, direct path (see the module docs).
                 ///
                 /// # Safety
-                /// Launched by the host's `mul_mat_id` alone (no prepare launch), grid
-                /// `(slots, feature blocks)`, `moe_direct_smem_bytes(k)` of shared memory.
+                /// Launched by the host's `mul_mat_id` after the quantizing prepare launch, grid
+                /// `(slots, feature blocks)`, no shared memory.
                 $direct,
                 |params| {
                     const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tile(MoePath::Direct, GgufFormat::$format);
@@ -924,15 +925,20 @@ macro_rules! define_moe_entries {
             );
         )*
         moe_params_entry!(
-            /// Routing (block 0) and q8_1 quantization (the other blocks; see the module docs).
+            /// Routing (block 0) and q8_1 quantization (the other blocks; see the module docs),
+            /// or with `QUANTIZE_ONLY` quantization alone (every block).
             ///
             /// # Safety
-            /// `MOE_PREPARE_THREADS` threads per block, `1 + ⌈q8_1 blocks / 128⌉` blocks, the
-            /// router's shared memory; buffers sized by the host.
+            /// `MOE_PREPARE_THREADS` threads per block, `1 + ⌈q8_1 blocks / 128⌉` blocks (or
+            /// `⌈q8_1 blocks / 128⌉` with `QUANTIZE_ONLY`), the router's shared memory; buffers
+            /// sized by the host.
             $prepare,
             |params| {
+                // The direct matmul may start now: it waits for this grid before reading x_q.
+                allow_dependent_launch();
                 // The branch is uniform over each block, so the router's barriers hold.
                 match block_idx_x() {
+                    block if params.flags & QUANTIZE_ONLY != 0 => quantize(&params, block),
                     0 => route(&params),
                     block => quantize(&params, block - 1),
                 }
