@@ -450,12 +450,14 @@ fn long_k_on_every_path() {
 fn calls_can_be_captured_in_a_cuda_graph() {
     use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     let gpu = gpu();
-    let s = &gpu.stream;
+    // The handles' default stream is the legacy one, which cannot be captured.
+    let stream = gpu.stream.context().new_stream().unwrap();
+    let s = &stream;
     let mut rng = rng("moe graph");
     let desc = MulMatId::new(GgufFormat::Q4K, 32, 67, k_of(GgufFormat::Q4K, 5), 3, 4);
     let ids = random_ids(&mut rng, 32, 4, 3);
     let case = make_case(&mut rng, desc, XType::F16, ids);
-    let ctx = s.context();
+    let ctx = s.context().clone();
     // cudarc's event tracking makes each use of a buffer wait for its last use; inside a
     // capture, a wait on an event recorded before it is an error. SAFETY: these buffers are
     // only ever used on `s`, in order.
@@ -469,6 +471,8 @@ fn calls_can_be_captured_in_a_cuda_graph() {
     for path in MoePath::ALL {
         let desc = case.desc.clone().force_path(path);
         for h in &gpu.handles {
+            // A module cannot be loaded while the stream is capturing.
+            h.preload().unwrap();
             let label = format!("graph q4_K T3 E32/4 {} ({})", h.artifact(KernelFamily::Moe), path.name());
             s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
             inputs.run(h, s, &desc, &mut y, &mut workspace).unwrap();

@@ -32,6 +32,10 @@ pub const MOE_ROUTE_SMEM_BYTES: u32 = (2 * 32 + 2 + MOE_ROUTE_EXPERTS_PER_PASS) 
 /// Activation values per quantizer thread.
 pub const MOE_QUANTIZE_VALUES_PER_THREAD: u32 = 4;
 
+/// Shared memory of a direct-path block: two buffers of one step's q8_1 chunks of its slot's row
+/// (32 chunks of 32 values and their f32 scales), filled in turn.
+pub const MOE_DIRECT_SMEM_BYTES: u32 = 2 * MOE_CHUNKS_PER_STEP * (32 + 4);
+
 /// 32-weight chunks of K per step of the tensor-core tiles: 256 weights, one K-quant
 /// super-block or eight blocks of the 32-weight formats, so a step never splits a block.
 pub const MOE_MMA_STEP_CHUNKS: u32 = 8;
@@ -55,8 +59,8 @@ pub const MOE_MMA_SMEM_PADDING_BYTES: u32 = (2 * 2 * MOE_MMA_STEP_CHUNKS + MOE_M
 pub enum MoeEngine {
     /// `dp4a` on the CUDA cores, every lane a 32-weight chunk (every architecture).
     Dp4a,
-    /// `dp4a` as [`Dp4a`](Self::Dp4a), one slot's activation row per block, read from the
-    /// quantizer's output in global memory with no staging (the direct path: no routing).
+    /// `dp4a` as [`Dp4a`](Self::Dp4a), one slot's activation row per block, no routing (the
+    /// direct path).
     Dp4aRow,
     /// Int8 tensor cores, `mma.m8n8k16` (sm_75: Turing's only int8 shape), two per 16×8
     /// fragment.
@@ -100,11 +104,12 @@ impl MoeTile {
         self.warps * self.features_per_warp
     }
     /// Dynamic shared memory of one block: the staged activations of one K step (and, for the
-    /// tensor-core tiles, the step's decoded weights); none for the direct path.
+    /// tensor-core tiles, the step's decoded weights); for the direct path, two steps of its
+    /// one row.
     pub const fn smem_bytes(&self) -> u32 {
         match self.engine {
             MoeEngine::Dp4a => self.rows * MOE_SMEM_BYTES_PER_ROW,
-            MoeEngine::Dp4aRow => 0,
+            MoeEngine::Dp4aRow => MOE_DIRECT_SMEM_BYTES,
             MoeEngine::MmaM8n8k16 | MoeEngine::MmaM16n8k32 => {
                 self.features() * MOE_MMA_SMEM_BYTES_PER_FEATURE + self.rows * MOE_MMA_SMEM_BYTES_PER_ROW + MOE_MMA_SMEM_PADDING_BYTES
             }
@@ -279,10 +284,9 @@ const fn mma_tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: 
 /// the decode path read at 0.8 TB/s (ncu: 52% of warp slots active, 18% of the DRAM peak).
 const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm: 4 };
 /// Direct: the decode tile's warps and features per warp, one row: a block computes 16
-/// features of one slot, reading the slot's q8_1 row from global memory (L1 and L2: every
-/// block of the slot, and at `x_rows = 1` of the token, reads the same row). Four blocks per SM
-/// as the launch bound (128 registers); with no shared memory, more fit where the kernel
-/// needs fewer (sm_90: 72 registers, seven blocks).
+/// features of one slot, staging the slot's q8_1 row a step at a time. Four blocks per SM as
+/// the launch bound (128 registers); with 2.3 KB of shared memory, more fit where the kernel
+/// needs fewer registers.
 const DIRECT: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 4 };
 /// The direct path re-reads an expert's weights for each slot routed to it (the routed paths
 /// read them once per tile of rows), and skips the prepare launch and the tile search. First
