@@ -431,6 +431,7 @@ const _: () = {
         if let Err(why) = row.tiled.check(row.arch) {
             panic!("{}", why);
         }
+        assert!(!matches!(row.tiled.engine, MoeEngine::Dp4aRow), "the tiled path gathers rows of many slots: the one-row direct engine cannot run it");
         i += 1;
     }
     // The matmul list follows GgufFormat::ALL.

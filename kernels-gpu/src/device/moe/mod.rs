@@ -936,6 +936,7 @@ macro_rules! define_moe_entries {
                     const ROWS: usize = T.rows as usize;
                     const WARPS: usize = T.warps as usize;
                     const FEATURES: usize = T.features_per_warp as usize;
+                    // (The config check rules out the direct path's one-row engine here.)
                     match T.engine {
                         MoeEngine::Dp4a | MoeEngine::Dp4aRow => mul_mat_id::<$block, ROWS, WARPS, FEATURES>(&params),
                         MoeEngine::MmaM8n8k16 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, true>(&params),
