@@ -150,19 +150,22 @@ fn workspace_parts_are_aligned_disjoint_and_sized_from_the_call() {
 
 /// A dense matmul (one expert) has many rows per expert at any T, but its tiled grid is
 /// ⌈T / 32⌉ × 32 blocks at n = 4096: the decode path keeps the GPU full until that grid does.
-/// One token takes the direct path (one row for the one expert).
+/// Up to 8 tokens take the direct path (a dense layer's decode: each block re-reads the one
+/// expert's weights per token, from L2), 9 do not.
 #[test]
 fn a_small_tiled_grid_takes_the_decode_path() {
     for config in cukernels::MOE_CONFIGS.iter() {
-        let one = MulMatId::new(GgufFormat::Q4_0, 1, 4096, 4096, 1, 1);
-        assert_eq!(one.matmul_path(config), MoePath::Direct, "{}", config.arch);
-        let two = MulMatId::new(GgufFormat::Q4_0, 1, 4096, 4096, 2, 1);
-        assert_ne!(two.matmul_path(config), MoePath::Direct, "{}: two rows of one expert", config.arch);
+        for tokens in [1, 2, 8] {
+            let d = MulMatId::new(GgufFormat::Q4_0, 1, 4096, 4096, tokens, 1);
+            assert_eq!(d.matmul_path(config), MoePath::Direct, "{} T{tokens}", config.arch);
+        }
+        let nine = MulMatId::new(GgufFormat::Q4_0, 1, 4096, 4096, 9, 1);
+        assert_ne!(nine.matmul_path(config), MoePath::Direct, "{}: nine rows of one expert", config.arch);
     }
     // (sm_70's `dp4a` tiled tile has 8 features per block: 512 blocks at n = 4096 and any T,
     // so there the rows per expert decide alone.)
     for config in cukernels::MOE_CONFIGS.iter().filter(|c| c.tiled.engine != cukernels::MoeEngine::Dp4a) {
-        for (tokens, decode) in [(8usize, true), (32, true), (2048, false)] {
+        for (tokens, decode) in [(9usize, true), (32, true), (2048, false)] {
             let d = MulMatId::new(GgufFormat::Q4_0, 1, 4096, 4096, tokens, 1);
             let tiled_blocks = tokens.div_ceil(config.tiled.rows as usize) * 4096usize.div_ceil(config.tiled.features() as usize);
             assert_eq!(tiled_blocks < config.tiled_min_blocks as usize, decode, "{} T{tokens}: {tiled_blocks} tiled blocks", config.arch);
@@ -174,13 +177,13 @@ fn a_small_tiled_grid_takes_the_decode_path() {
 #[test]
 fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
     for config in cukernels::MOE_CONFIGS.iter() {
-        for tokens in [1usize, 8, 9, 256, 257, 512, 4096] {
+        for tokens in [1usize, 8, 9, 64, 65, 256, 257, 512, 4096] {
             let d = MulMatId::new(GgufFormat::Q4_0, 128, 768, 2048, tokens, 8);
             let plan = d.plan(0, &buffers_for(&d), config).unwrap();
             // 8 of 128 experts per token: the rows per expert average tokens / 16.
             let tiled_blocks = (tokens * 8).div_ceil(config.tiled.rows as usize) * 768usize.div_ceil(config.tiled.features() as usize);
             let decode = tokens * 8 <= config.decode_max_rows as usize * 128 || tiled_blocks < config.tiled_min_blocks as usize;
-            let direct = tokens * 8 <= config.direct_max_slots as usize && tokens * 8 <= config.direct_max_rows as usize * 128;
+            let direct = tokens * 8 <= config.direct_max_slots as usize && (tokens * 8 <= config.direct_max_rows as usize * 128 || tokens * 8 <= config.direct_any_rows_slots as usize);
             let path = if direct {
                 MoePath::Direct
             } else if decode {

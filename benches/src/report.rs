@@ -80,7 +80,7 @@ pub fn config_table() -> String {
             // The decode and direct tiles' features per warp depend on the format (listed below).
             let t = row.tile(path, GgufFormat::Q4_0);
             let bound = match path {
-                MoePath::Direct => format!("{}sl {}/exp", row.direct_max_slots, row.direct_max_rows),
+                MoePath::Direct => format!("{}sl {}/exp|{}sl", row.direct_max_slots, row.direct_max_rows, row.direct_any_rows_slots),
                 MoePath::Decode => format!("{} rows/exp", row.decode_max_rows),
                 MoePath::Tiled => "-".to_string(),
             };

@@ -32,10 +32,6 @@ pub const MOE_ROUTE_SMEM_BYTES: u32 = (2 * 32 + 2 + MOE_ROUTE_EXPERTS_PER_PASS) 
 /// Activation values per quantizer thread.
 pub const MOE_QUANTIZE_VALUES_PER_THREAD: u32 = 4;
 
-/// Shared memory of a direct-path block: two buffers of one step's q8_1 chunks of its slot's row
-/// (32 chunks of 32 values and their f32 scales), filled in turn.
-pub const MOE_DIRECT_SMEM_BYTES: u32 = 2 * MOE_CHUNKS_PER_STEP * (32 + 4);
-
 /// 32-weight chunks of K per step of the tensor-core tiles: 256 weights, one K-quant
 /// super-block or eight blocks of the 32-weight formats, so a step never splits a block.
 pub const MOE_MMA_STEP_CHUNKS: u32 = 8;
@@ -59,8 +55,8 @@ pub const MOE_MMA_SMEM_PADDING_BYTES: u32 = (2 * 2 * MOE_MMA_STEP_CHUNKS + MOE_M
 pub enum MoeEngine {
     /// `dp4a` on the CUDA cores, every lane a 32-weight chunk (every architecture).
     Dp4a,
-    /// `dp4a` as [`Dp4a`](Self::Dp4a), one slot's activation row per block, no routing (the
-    /// direct path).
+    /// `dp4a` as [`Dp4a`](Self::Dp4a), one slot's activation row per block, read from the
+    /// quantizer's output in global memory with no staging (the direct path: no routing).
     Dp4aRow,
     /// Int8 tensor cores, `mma.m8n8k16` (sm_75: Turing's only int8 shape), two per 16×8
     /// fragment.
@@ -104,12 +100,11 @@ impl MoeTile {
         self.warps * self.features_per_warp
     }
     /// Dynamic shared memory of one block: the staged activations of one K step (and, for the
-    /// tensor-core tiles, the step's decoded weights); for the direct path, two steps of its
-    /// one row.
+    /// tensor-core tiles, the step's decoded weights); none for the direct path.
     pub const fn smem_bytes(&self) -> u32 {
         match self.engine {
             MoeEngine::Dp4a => self.rows * MOE_SMEM_BYTES_PER_ROW,
-            MoeEngine::Dp4aRow => MOE_DIRECT_SMEM_BYTES,
+            MoeEngine::Dp4aRow => 0,
             MoeEngine::MmaM8n8k16 | MoeEngine::MmaM16n8k32 => {
                 self.features() * MOE_MMA_SMEM_BYTES_PER_FEATURE + self.rows * MOE_MMA_SMEM_BYTES_PER_ROW + MOE_MMA_SMEM_PADDING_BYTES
             }
@@ -192,6 +187,8 @@ pub struct MoeArchConfig {
     /// weights itself); then the decode path, then the tiled one.
     pub direct_max_slots: u32,
     pub direct_max_rows: u32,
+    /// ... or has at most this many slots, however many rows per expert.
+    pub direct_any_rows_slots: u32,
     /// The decode path runs while the routed slots average at most this many rows per
     /// computed expert (`slots ≤ decode_max_rows · experts`), ...
     pub decode_max_rows: u32,
@@ -221,7 +218,7 @@ impl MoeArchConfig {
     /// experts and `n` output features takes.
     pub const fn path(&self, slots: u64, experts: u64, n: u64) -> MoePath {
         let tiled_blocks = slots.div_ceil(self.tiled.rows as u64) * n.div_ceil(self.tiled.features() as u64);
-        if slots <= self.direct_max_slots as u64 && slots <= self.direct_max_rows as u64 * experts {
+        if slots <= self.direct_max_slots as u64 && (slots <= self.direct_max_rows as u64 * experts || slots <= self.direct_any_rows_slots as u64) {
             MoePath::Direct
         } else if slots <= self.decode_max_rows as u64 * experts || tiled_blocks < self.tiled_min_blocks as u64 {
             MoePath::Decode
@@ -284,16 +281,23 @@ const fn mma_tile(rows: u32, warps: u32, features_per_warp: u32, blocks_per_sm: 
 /// the decode path read at 0.8 TB/s (ncu: 52% of warp slots active, 18% of the DRAM peak).
 const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm: 4 };
 /// Direct: the decode tile's warps and features per warp, one row: a block computes 16
-/// features of one slot, staging the slot's q8_1 row a step at a time. Four blocks per SM as
-/// the launch bound (128 registers); with 2.3 KB of shared memory, more fit where the kernel
-/// needs fewer registers.
+/// features of one slot, reading the slot's q8_1 row from global memory (L1 and L2: every
+/// block of the slot, and at `x_rows = 1` of the token, reads the same row). Four blocks per SM
+/// as the launch bound (128 registers); with no shared memory, more fit where the kernel
+/// needs fewer (sm_90: 72 registers, seven blocks).
 const DIRECT: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 4 };
 /// The direct path re-reads an expert's weights for each slot routed to it (the routed paths
-/// read them once per tile of rows), and skips the prepare launch and the tile search. First
-/// guess, to be measured: up to 128 slots (16 tokens of 8 experts), one row per expert on
-/// average.
-const DIRECT_MAX_SLOTS: u32 = 128;
-const DIRECT_MAX_ROWS: u32 = 1;
+/// read them once per tile of rows; the re-reads mostly hit L2), and skips the router and the
+/// tile search. Measured on the H200 with every path forced
+/// (`benches/results/2026-12-02-h200-moe-da60057-direct-unstaged-experiment.jsonl`, q4_0):
+/// 128 experts × 8, 768 × 2048, per-slot rows: direct 36 / 64 / 122 / 236 µs at 16 / 32 / 64 /
+/// 128 tokens (1 / 2 / 4 / 8 rows per expert) against decode 65 / 92 / 124 / 197 and tiled
+/// 138 / 142 / 146 / 166; one dense 4096 × 4096 expert: direct 24 µs at 8 tokens against
+/// decode 27, 77 at 32 against 48. So: up to 512 slots at up to 4 rows per expert on
+/// average, and any 8 slots (a dense layer's decode of up to 8 tokens).
+const DIRECT_MAX_SLOTS: u32 = 512;
+const DIRECT_MAX_ROWS: u32 = 4;
+const DIRECT_ANY_ROWS_SLOTS: u32 = 8;
 /// Tiled with `dp4a` (sm_70, which has no int8 tensor cores): 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
 /// two blocks per SM (128 registers per thread: with 2 features per warp the K-quants' decode
 /// spilled 8-88 bytes there, ptxas 12.9).
@@ -329,7 +333,7 @@ const fn row(arch: Arch) -> MoeArchConfig {
         Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => TILED_MMA_100KB,
         Arch::Sm90 | Arch::Sm100 => TILED_MMA,
     };
-    MoeArchConfig { arch, decode, tiled, direct: DIRECT, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
+    MoeArchConfig { arch, decode, tiled, direct: DIRECT, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, direct_any_rows_slots: DIRECT_ANY_ROWS_SLOTS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
 }
 
 /// Every architecture's row, in [`Arch::ALL`] order. The decode path is `dp4a` everywhere;

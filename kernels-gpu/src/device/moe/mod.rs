@@ -29,8 +29,8 @@
 //! block's tile search are a large part of a call that reads a few MB. The direct path skips
 //! them: the prepare launch only quantizes (`QUANTIZE_ONLY`: every block a quantizer), and
 //! in the matmul (`mul_mat_id_direct`) block `(s, y)` reads slot `s`'s id itself and streams
-//! features `y · F_block ..` of that expert's weights against the slot's q8_1 row, staged a
-//! step at a time in shared memory (each step's slice read once per block). Warp 0
+//! features `y · F_block ..` of that expert's weights against the slot's q8_1 row, read from
+//! global memory (every block of a slot reads the same row: it stays in L1 and L2). Warp 0
 //! of block `(0, 0)` writes the bad-id record the router would have written, and a bad id's
 //! block returns before reading anything. Each slot reads its expert's weights itself, so the
 //! host takes this path only for a few slots (`direct_max_slots`).
@@ -799,26 +799,22 @@ unsafe fn record_first_bad_id(p: &MoeParams, lane: u32) {
 /// routing:
 /// 1. warp 0 of block `(0, 0)` writes the bad-id record; a block whose slot's id is bad or
 ///    outside the expert range returns (its row is left as it was);
-/// 2. before its wait for the quantizer, which nothing else it reads depends on, the block asks
-///    L2 for its first weights;
-/// 3. K is walked in steps of 32 chunks: the block copies the step's q8_1 chunks of the slot's
-///    row into shared memory (one of two buffers, so one barrier per step; every warp of the
-///    block reads them, and with `x_rows = 1` every block of the token: read straight from
-///    global memory by each warp, the many blocks' simultaneous requests for the same few
-///    lines queued at their L2 slices), and lane `l` of each warp [`chunk_dot`]s chunk `l` of
-///    its `FEATURES` weight rows (`FEATURES` chunk loads in flight) with it;
-/// 4. a butterfly sums each feature over the warp and lane `f` stores feature `f`.
+/// 2. each warp streams its `FEATURES` weight rows over the whole of K, lane `l` taking chunks
+///    `l, l + 32, ..` of every row at once (`FEATURES` chunk loads in flight), and
+///    [`chunk_dot`]s each with the slot's q8_1 chunk, read from the quantizer's output (two
+///    16-byte loads and the scale); before its wait for the quantizer, which nothing else
+///    depends on, it asks L2 for its first chunks;
+/// 3. a butterfly sums each feature over the warp and lane `f` stores feature `f`.
 ///
 /// An expert chosen by several slots is read once per slot: that is why the host takes this
 /// path only for a few slots.
 ///
 /// Safety: launched by the host after the quantizing prepare launch on the same stream (as
 /// its programmatic dependent on sm_90 and newer), with `32 · WARPS` threads, grid
-/// `(tokens · n_used, feature blocks)`, `MOE_DIRECT_SMEM_BYTES` of dynamic shared memory,
-/// buffers sized for the parameters and `weights` aligned for `B`.
+/// `(tokens · n_used, feature blocks)`, buffers sized for the parameters and `weights`
+/// aligned for `B`.
 #[inline(always)]
 unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: usize>(p: &MoeParams) {
-    const { assert!(WARPS * LANES as usize >= 3 * STEP_CHUNKS, "the block stages a step's 64 value halves and 32 scales in one round") };
     let tid = thread_idx_x() as usize;
     let (warp, lane) = (tid / LANES as usize, tid % LANES as usize);
     let slot = block_idx_x() as usize;
@@ -845,11 +841,11 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
     let x_d = p.x_d.ptr().add(x_row * k_chunks);
 
     // The weights and ids are inputs of earlier launches; only x_q and x_d come from the
-    // quantizer. While it runs, the lane's first two steps of weights go to L2 (two: a long
-    // row's whole prefetch would evict what other blocks are reading).
+    // quantizer. While it runs, the lane's first two passes of weights go to L2 (two passes:
+    // a long row's whole prefetch would evict what other blocks are reading).
     let chunks_per_block = B::FORMAT.block_elements() / QK;
-    for step in 0..2 {
-        let kc = lane + step * STEP_CHUNKS;
+    for pass in 0..2 {
+        let kc = lane + pass * LANES as usize;
         if kc < k_chunks {
             for row in rows {
                 prefetch_global_l2(row.add(kc / chunks_per_block * core::mem::size_of::<B>()));
@@ -858,45 +854,17 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
     }
     wait_for_prerequisite_grid();
 
-    // Two buffers of a step's q8_1 chunks: [2][32 chunks][8 words], then [2][32] scales.
-    let smem_q = dynamic_smem() as *mut u32;
-    let smem_d = smem_q.add(2 * STEP_CHUNKS * CHUNK_WORDS) as *mut f32;
     let mut acc = [0f32; FEATURES];
-    let mut step = 0;
-    while step * STEP_CHUNKS < k_chunks {
-        let first = step * STEP_CHUNKS;
-        // Stage the step's slice of the row: threads 0..64 copy the values (16 bytes each),
-        // 64..96 the scales. Buffer `step % 2` was last read in step − 2, which every thread
-        // finished before the barrier of step − 1.
-        let buffer = step % 2;
-        let (q, d) = (smem_q.add(buffer * STEP_CHUNKS * CHUNK_WORDS), smem_d.add(buffer * STEP_CHUNKS));
-        if tid < 2 * STEP_CHUNKS {
-            let (c, half) = (tid / 2, tid % 2);
-            if first + c < k_chunks {
-                let words = load_global_u32x4(x_q.add((first + c) * CHUNK_WORDS + half * 4));
-                *(q.add(c * CHUNK_WORDS + half * 4) as *mut Words4) = Words4(words);
-            }
-        } else if tid < 3 * STEP_CHUNKS {
-            let c = tid - 2 * STEP_CHUNKS;
-            if first + c < k_chunks {
-                *d.add(c) = *x_d.add(first + c);
-            }
+    let mut kc = lane;
+    while kc < k_chunks {
+        let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| weight_chunk::<B>(rows[f], kc));
+        let (lo, hi) = (load_global_u32x4(x_q.add(kc * CHUNK_WORDS)), load_global_u32x4(x_q.add(kc * CHUNK_WORDS + 4)));
+        let words = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
+        let dx = *x_d.add(kc);
+        for f in 0..FEATURES {
+            acc[f] += chunk_dot(&chunks[f], B::HAS_OFFSET, &words, dx);
         }
-        sync_threads();
-        // (Loading the weight chunks before the barrier, to overlap it, kept them live across
-        // it: q6_K's decode then spilled 348 bytes at 128 registers, ptxas 12.9.)
-        let kc = first + lane;
-        if kc < k_chunks {
-            let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| weight_chunk::<B>(rows[f], kc));
-            let at = lane * CHUNK_WORDS;
-            let (lo, hi) = (*(q.add(at) as *const Words4), *(q.add(at + 4) as *const Words4));
-            let words = [lo.0[0], lo.0[1], lo.0[2], lo.0[3], hi.0[0], hi.0[1], hi.0[2], hi.0[3]];
-            let dx = *d.add(lane);
-            for f in 0..FEATURES {
-                acc[f] += chunk_dot(&chunks[f], B::HAS_OFFSET, &words, dx);
-            }
-        }
-        step += 1;
+        kc += LANES as usize;
     }
     let out = p.y.ptr_mut().add(slot * n);
     for (f, sum) in acc.iter_mut().enumerate() {
@@ -936,7 +904,6 @@ macro_rules! define_moe_entries {
                     const ROWS: usize = T.rows as usize;
                     const WARPS: usize = T.warps as usize;
                     const FEATURES: usize = T.features_per_warp as usize;
-                    // (The config check rules out the direct path's one-row engine here.)
                     match T.engine {
                         MoeEngine::Dp4a | MoeEngine::Dp4aRow => mul_mat_id::<$block, ROWS, WARPS, FEATURES>(&params),
                         MoeEngine::MmaM8n8k16 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, true>(&params),
@@ -949,7 +916,7 @@ macro_rules! define_moe_entries {
                 ///
                 /// # Safety
                 /// Launched by the host's `mul_mat_id` after the quantizing prepare launch, grid
-                /// `(slots, feature blocks)`, `MOE_DIRECT_SMEM_BYTES` of shared memory.
+                /// `(slots, feature blocks)`, no shared memory.
                 $direct,
                 |params| {
                     const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tile(MoePath::Direct, GgufFormat::$format);
