@@ -202,8 +202,8 @@ impl Sgemm {
     /// `batch` problems; unless [`strides`](Self::strides) gives them, one stored matrix after
     /// another (non-overlapping, including any padding of the leading dimensions).
     pub fn batched(mut self, batch: usize) -> Self {
+        // The derived leading dimensions and strides do not depend on the batch.
         self.batch = batch;
-        self.derive();
         self
     }
     /// Leading dimensions (each at least the stored matrix's row length in its layout); they
@@ -349,7 +349,9 @@ impl Sgemm {
                 Operand { strides: (opa.1, opa.0), ..a_op },
             ),
         };
-        let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, if reads_inputs { g.k } else { 0 }, g.batch, row, sm_count));
+        // The k the kernels run: none when nothing is read (C = beta·C).
+        let k = if reads_inputs { g.k } else { 0 };
+        let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, g.batch, row, sm_count));
         // `gemv` keeps at most `GEMV_MAX_M` rows of C in registers and streams B: a product with
         // fewer columns than rows runs turned around, `Cᵀ = op(B)ᵀ · op(A)ᵀ` (the operands swap
         // and transpose, C is written transposed: `C_TRANSPOSED`), so the operand it streams
@@ -390,7 +392,6 @@ impl Sgemm {
         if turned {
             flags |= C_TRANSPOSED;
         }
-        let k = if reads_inputs { g.k } else { 0 };
 
         if k_splits != 1 {
             let why = if k_splits == 0 || k_splits > MAX_K_SPLITS {
