@@ -150,6 +150,30 @@ fn workspace_parts_are_aligned_disjoint_and_sized_from_the_call() {
 
 /// A dense matmul (one expert) has many rows per expert at any T, but its tiled grid is
 /// ⌈T / 32⌉ × 32 blocks at n = 4096: the decode path keeps the GPU full until that grid does.
+/// The direct path re-reads an expert's weights per slot: the light formats (at most 4.5 bits
+/// per weight) take it up to the config's rows per expert, the others at one row per expert.
+#[test]
+fn the_direct_path_takes_repeated_experts_only_for_light_formats() {
+    use GgufFormat::*;
+    for f in [Q4_0, Q4K, Q2K, Q3K, Iq4Nl, Iq4Xs, Mxfp4] {
+        assert!(cukernels::direct_rereads_pay(f), "{f}");
+    }
+    for f in [Q4_1, Q5_0, Q5_1, Q8_0, Q5K, Q6K] {
+        assert!(!cukernels::direct_rereads_pay(f), "{f}");
+    }
+    for config in cukernels::MOE_CONFIGS.iter() {
+        // 128 experts × 8: 16 tokens are one row per expert, 32 two.
+        for (format, tokens, direct) in [(Q4_0, 16, true), (Q8_0, 16, true), (Q4K, 32, true), (Q8_0, 32, false), (Q6K, 32, false), (Q4_0, 64, false)] {
+            let d = MulMatId::new(format, 128, 768, 2048, tokens, 8);
+            assert_eq!(d.matmul_path(config) == MoePath::Direct, direct, "{} {format} T{tokens}", config.arch);
+        }
+        // One dense expert: 8 tokens take the direct path in q4_K, not in q6_K.
+        assert_eq!(MulMatId::new(Q4K, 1, 4096, 4096, 8, 1).matmul_path(config), MoePath::Direct);
+        assert_ne!(MulMatId::new(Q6K, 1, 4096, 4096, 8, 1).matmul_path(config), MoePath::Direct);
+        assert_eq!(MulMatId::new(Q6K, 1, 4096, 4096, 1, 1).matmul_path(config), MoePath::Direct);
+    }
+}
+
 /// Up to 8 tokens take the direct path (a dense layer's decode: each block re-reads the one
 /// expert's weights per token, from L2), 9 do not.
 #[test]

@@ -54,7 +54,7 @@ pub use cukernels_gpu::moe_flags;
 pub use error::{Error, Result};
 pub use moe::{MoeActivation, MoeBuffers, MoeInput, MoeLengths, MoePlan, MoeWorkspaceLayout, MulMatId};
 pub use cukernels_gpu::{decode_features_per_warp, moe_config, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoeParams, MoePath, MoeTile, MOE_CONFIGS, MOE_KERNELS};
-pub use cukernels_gpu::moe_config::{MoeDecodeShape, MOE_ROUTE_EXPERTS_PER_PASS};
+pub use cukernels_gpu::moe_config::{direct_rereads_pay, MoeDecodeShape, MOE_ROUTE_EXPERTS_PER_PASS};
 pub use runtime::{check_kernel_limits, device_context, Cukernels, LoadedKernelAttributes};
 pub use sgemm::{choose_kernel, kernel_candidates, Layout, GEMV_DISPATCH_MAX, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
 

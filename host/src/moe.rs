@@ -299,7 +299,7 @@ impl MulMatId {
     /// per expert, tiled for many).
     pub fn matmul_path(&self, config: &MoeArchConfig) -> MoePath {
         let (first, last) = self.expert_range.unwrap_or((0, self.experts));
-        self.path.unwrap_or_else(|| config.path(self.slots() as u64, (last - first) as u64, self.n as u64))
+        self.path.unwrap_or_else(|| config.path(self.format, self.slots() as u64, (last - first) as u64, self.n as u64))
     }
 
     /// The workspace's parts (after checking the shape).

@@ -183,11 +183,14 @@ pub struct MoeArchConfig {
     /// occupancy (one row, the decode tile's features per warp).
     pub direct: MoeDecodeShape,
     /// The direct path runs while a call has at most this many slots (`tokens · n_used`), at
-    /// most `direct_max_rows` per computed expert on average (each slot reads its expert's
-    /// weights itself); then the decode path, then the tiled one.
+    /// most `direct_max_rows` per computed expert on average (each slot reads and decodes its
+    /// expert's weights itself), ...
     pub direct_max_slots: u32,
     pub direct_max_rows: u32,
-    /// ... or has at most this many slots, however many rows per expert.
+    /// ... or has at most this many slots, however many rows per expert; then the decode
+    /// path, then the tiled one. These two hold for the light formats (at most 4.5 bits per
+    /// weight, [`direct_rereads_pay`]); a heavier format takes the direct path at one row per
+    /// expert at most.
     pub direct_any_rows_slots: u32,
     /// The decode path runs while the routed slots average at most this many rows per
     /// computed expert (`slots ≤ decode_max_rows · experts`), ...
@@ -214,11 +217,12 @@ impl MoeArchConfig {
             }
         }
     }
-    /// The path a call of `slots` routed slots (tokens · n_used) over `experts` computed
-    /// experts and `n` output features takes.
-    pub const fn path(&self, slots: u64, experts: u64, n: u64) -> MoePath {
+    /// The path a call on weights in `format` of `slots` routed slots (tokens · n_used) over
+    /// `experts` computed experts and `n` output features takes.
+    pub const fn path(&self, format: GgufFormat, slots: u64, experts: u64, n: u64) -> MoePath {
         let tiled_blocks = slots.div_ceil(self.tiled.rows as u64) * n.div_ceil(self.tiled.features() as u64);
-        if slots <= self.direct_max_slots as u64 && (slots <= self.direct_max_rows as u64 * experts || slots <= self.direct_any_rows_slots as u64) {
+        let (max_rows, any_rows_slots) = if direct_rereads_pay(format) { (self.direct_max_rows, self.direct_any_rows_slots) } else { (1, 1) };
+        if slots <= self.direct_max_slots as u64 && (slots <= max_rows as u64 * experts || slots <= any_rows_slots as u64) {
             MoePath::Direct
         } else if slots <= self.decode_max_rows as u64 * experts || tiled_blocks < self.tiled_min_blocks as u64 {
             MoePath::Decode
@@ -286,18 +290,30 @@ const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm
 /// as the launch bound (128 registers); with no shared memory, more fit where the kernel
 /// needs fewer (sm_90: 72 registers, seven blocks).
 const DIRECT: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 4 };
-/// The direct path re-reads an expert's weights for each slot routed to it (the routed paths
-/// read them once per tile of rows; the re-reads mostly hit L2), and skips the router and the
-/// tile search. Measured on the H200 with every path forced
-/// (`benches/results/2026-12-02-h200-moe-da60057-direct-unstaged-experiment.jsonl`, q4_0):
-/// 128 experts × 8, 768 × 2048, per-slot rows: direct 36 / 64 / 122 / 236 µs at 16 / 32 / 64 /
-/// 128 tokens (1 / 2 / 4 / 8 rows per expert) against decode 65 / 92 / 124 / 197 and tiled
-/// 138 / 142 / 146 / 166; one dense 4096 × 4096 expert: direct 24 µs at 8 tokens against
-/// decode 27, 77 at 32 against 48. So: up to 512 slots at up to 4 rows per expert on
-/// average, and any 8 slots (a dense layer's decode of up to 8 tokens).
+/// The direct path re-reads and re-decodes an expert's weights for each slot routed to it (the
+/// routed paths once per tile of rows; the re-reads mostly hit L2), and skips the router and
+/// the tile search. Measured on the H200 with every path forced
+/// (`benches/results/2026-12-02-h200-moe-b9aeb85.jsonl`, q4_0): 128 experts × 8, 768 × 2048,
+/// per-slot rows: direct 36 / 64 / 122 / 236 µs at 16 / 32 / 64 / 128 tokens (1 / 2 / 4 / 8
+/// rows per expert) against decode 65 / 92 / 124 / 198 and tiled 139 / 142 / 146 / 166; one
+/// dense 4096 × 4096 expert: direct 24 µs at 8 tokens against decode 27, 77 at 32 against 47.
+/// The same run's other formats: at two rows per expert (128 × 8, 32 tokens) direct
+/// against decode (da60057's run) q4_K 77 / 97 µs, but q8_0 135 / 114 and q6_K 180 / 143; a
+/// dense expert at 8 tokens q4_K 26 / 31, q8_0 48 / 30, q6_K 63 / 34; at four rows (32 × 4,
+/// 32 tokens) every format loses (q8_0 155 / 89). So: up to 512 slots at up to 2 rows per
+/// expert on average, or any 8 slots (a dense layer's decode), for the light formats; one row
+/// per expert for the others ([`direct_rereads_pay`]).
 const DIRECT_MAX_SLOTS: u32 = 512;
-const DIRECT_MAX_ROWS: u32 = 4;
+const DIRECT_MAX_ROWS: u32 = 2;
 const DIRECT_ANY_ROWS_SLOTS: u32 = 8;
+
+/// Whether `format`'s weights are light enough (at most 4.5 bits per weight: q4_0, q4_K,
+/// iq4_nl, iq4_xs, mxfp4, q2_K, q3_K) for the direct path's re-reads of an expert, one per
+/// slot, to beat the routed paths' single read ([`MoeArchConfig::direct_max_rows`]): their
+/// bytes and their decode per chunk are the cheapest (measured above).
+pub const fn direct_rereads_pay(format: GgufFormat) -> bool {
+    2 * format.block_bytes() * 8 <= 9 * format.block_elements()
+}
 /// Tiled with `dp4a` (sm_70, which has no int8 tensor cores): 32 rows × 8 warps × 1 feature: 32 partial sums per lane, 37 KB of staged activations,
 /// two blocks per SM (128 registers per thread: with 2 features per warp the K-quants' decode
 /// spilled 8-88 bytes there, ptxas 12.9).
