@@ -19,7 +19,7 @@ use cukernels::cudarc::cublas::CudaBlas;
 use cukernels::{device_context, Arch, ArtifactKind, Cukernels};
 use cukernels_bench::load_bench::{load_cases, measure_in_children, measure_in_this_process, median_of};
 use cukernels_bench::report::{config_table, resource_table};
-use cukernels_bench::sgemm_bench::{bench_shape, cross_check, shape, shape_classes, sweep, DeviceInfo, Row, Shape};
+use cukernels_bench::sgemm_bench::{bench_shape, cross_check, random_sweep, shape, shape_classes, sweep, DeviceInfo, Row, Shape};
 use cukernels_bench::COMMIT;
 use std::io::Write;
 
@@ -179,9 +179,12 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
         }
     }
 
+    // The randomized sweep (group "random") is left out of quick runs.
+    let random = if o.quick { Vec::new() } else { random_sweep() };
     let mut shapes: Vec<Shape> = sweep()
         .into_iter()
         .chain(shape_classes())
+        .chain(random)
         .filter(|s| !o.quick || s.flops() < 2e11)
         .filter(|s| o.shapes.is_empty() || o.shapes.iter().any(|want| s.label() == *want))
         .collect();
@@ -222,8 +225,8 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
             let variants: Vec<String> = r.variants_ms.iter().map(|(v, ms)| format!("\"{}\":{:.5}", v, ms)).collect();
             writeln!(
                 f,
-                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"trans_a\":{},\"trans_b\":{},\"ours_ms\":{:.5},\"baseline_ms\":{:.5},\"ours_tbps\":{:.3},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"artifact\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
-                s.label(), s.group, s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, r.ours_ms, r.cublas_ms, s.bytes() / r.ours_ms / 1e9, r.ours_tflops(), r.cublas_tflops(), r.ratio(),
+                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"trans_a\":{},\"trans_b\":{},\"layout\":\"{}\",\"ours_ms\":{:.5},\"baseline_ms\":{:.5},\"ours_tbps\":{:.3},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"artifact\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
+                s.label(), s.group, s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, if s.col_major { "col" } else { "row" }, r.ours_ms, r.cublas_ms, s.bytes() / r.ours_ms / 1e9, r.ours_tflops(), r.cublas_tflops(), r.ratio(),
                 100.0 * r.ours_tflops() / peak, r.chosen.to_string(), r.best().0.to_string(), r.regret(), variants.join(","),
                 info.name, kernels.config(), kernels.artifact(cukernels::KernelFamily::Sgemm).kind
             )
@@ -233,9 +236,9 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
     }
     // The sweep's summary, then each shape class's on its own (their figures answer different
     // targets).
-    let classes: Vec<&str> = shape_classes().iter().map(|s| s.group).collect();
-    for (what, in_group) in [("sweep", None), ("gemv", Some("gemv")), ("extra", Some("extra"))] {
-        let part: Vec<&Row> = rows.iter().filter(|r| match in_group { None => !classes.contains(&r.shape.group) && r.shape.group != "extra", Some(g) => r.shape.group == g }).collect();
+    let classes: Vec<&str> = shape_classes().iter().map(|s| s.group).chain(["extra", "random"]).collect();
+    for (what, in_group) in [("sweep", None), ("gemv", Some("gemv")), ("random", Some("random")), ("extra", Some("extra"))] {
+        let part: Vec<&Row> = rows.iter().filter(|r| match in_group { None => !classes.contains(&r.shape.group), Some(g) => r.shape.group == g }).collect();
         if part.is_empty() {
             continue;
         }
@@ -246,6 +249,20 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
             "{what}: geometric mean ratio vs cuBLAS {geo:.3}; lowest ratio {worst:.3}; largest dispatch regret {:.1}%",
             100.0 * worst_regret
         );
+        if what == "random" {
+            // The targets for the randomized sweep: the 10th percentile of the ratio,
+            // and the share of shapes within 10% of their best candidate.
+            let mut ratios: Vec<f64> = part.iter().map(|r| r.ratio()).collect();
+            ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let p10 = ratios[ratios.len() / 10];
+            let near = part.iter().filter(|r| r.regret() <= 0.10).count() as f64 / part.len() as f64;
+            println!("random: {} shapes; 10th percentile ratio {p10:.3}; dispatch regret <= 10% on {:.0}% of them", part.len(), 100.0 * near);
+            let mut worst: Vec<&&Row> = part.iter().collect();
+            worst.sort_by(|a, b| a.ratio().partial_cmp(&b.ratio()).unwrap());
+            for r in worst.iter().take(5) {
+                println!("random: worst {} ratio {:.3} ({} chosen, {} best, regret {:.1}%)", r.shape.label(), r.ratio(), r.chosen, r.best().0, 100.0 * r.regret());
+            }
+        }
     }
 }
 

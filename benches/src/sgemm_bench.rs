@@ -13,11 +13,12 @@
 use cukernels::cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, StridedBatchedConfig};
 use cukernels::cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cukernels::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
-use cukernels::{choose_kernel, kernel_candidates, Cukernels, Sgemm, SgemmChoice, SgemmVariant, Transpose};
+use cukernels::{choose_kernel, kernel_candidates, Cukernels, Layout, Sgemm, SgemmChoice, SgemmVariant, Transpose};
 use std::sync::Arc;
 
-/// One benchmark shape: `batch` row-major products of `op(A)` (`m×k`) by `op(B)` (`k×n`), each
-/// operand stored transposed where its flag says (A as `k×m`, B as `n×k`: weights `[out, in]`).
+/// One benchmark shape: `batch` products of `op(A)` (`m×k`) by `op(B)` (`k×n`), each operand
+/// stored transposed where its flag says (A as `k×m`, B as `n×k`: weights `[out, in]`), all
+/// three matrices row-major, or column-major (cuBLAS's layout) with `col_major`.
 #[derive(Clone, Debug)]
 pub struct Shape {
     pub group: &'static str,
@@ -27,24 +28,31 @@ pub struct Shape {
     pub k: usize,
     pub trans_a: bool,
     pub trans_b: bool,
+    pub col_major: bool,
 }
 
 impl Shape {
-    /// `MxNxK`, `B,MxNxK`, with `:tn`, `:nt` or `:tt` after it when an operand is transposed.
+    /// `MxNxK`, `B,MxNxK`, with `:tn`, `:nt` or `:tt` after it when an operand is transposed,
+    /// and `@col` after that when the matrices are column-major.
     pub fn label(&self) -> String {
         let dims = if self.batch == 1 {
             format!("{}x{}x{}", self.m, self.n, self.k)
         } else {
             format!("{}x({}x{}x{})", self.batch, self.m, self.n, self.k)
         };
-        match (self.trans_a, self.trans_b) {
+        let dims = match (self.trans_a, self.trans_b) {
             (false, false) => dims,
             (ta, tb) => format!("{dims}:{}{}", if ta { 't' } else { 'n' }, if tb { 't' } else { 'n' }),
-        }
+        };
+        if self.col_major { format!("{dims}@col") } else { dims }
     }
-    /// `MxNxK` (one batch) or `B,MxNxK`, optionally `:nt` etc.: a shape outside the sweep
-    /// (group "extra").
+    /// `MxNxK` (one batch) or `B,MxNxK`, optionally `:nt` etc. and `@col`: a shape outside
+    /// the sweep (group "extra").
     pub fn parse(label: &str) -> Option<Shape> {
+        let (label, col_major) = match label.strip_suffix("@col") {
+            Some(l) => (l, true),
+            None => (label, false),
+        };
         let (label, (trans_a, trans_b)) = match label.split_once(':') {
             Some((l, "nn")) => (l, (false, false)),
             Some((l, "nt")) => (l, (false, true)),
@@ -53,13 +61,14 @@ impl Shape {
             Some(_) => return None,
             None => (label, (false, false)),
         };
-        let (batch, dims) = match label.split_once(',') {
-            Some((b, d)) => (b.parse().ok()?, d),
-            None => (1, label),
+        // `B,MxNxK`, or `Bx(MxNxK)` as `label` writes it.
+        let (batch, dims) = match (label.split_once(','), label.strip_suffix(')').and_then(|l| l.split_once("x("))) {
+            (Some((b, d)), _) | (None, Some((b, d))) => (b.parse().ok()?, d),
+            (None, None) => (1, label),
         };
         let d: Vec<usize> = dims.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
         match d[..] {
-            [m, n, k] => Some(Shape { trans_a, trans_b, ..shape("extra", batch, m, n, k) }),
+            [m, n, k] => Some(Shape { trans_a, trans_b, col_major, ..shape("extra", batch, m, n, k) }),
             _ => None,
         }
     }
@@ -73,12 +82,18 @@ impl Shape {
     /// The problem as our API takes it.
     pub fn sgemm(&self) -> Sgemm {
         let t = |yes: bool| if yes { Transpose::Yes } else { Transpose::No };
-        Sgemm::new(self.m, self.n, self.k).transpose(t(self.trans_a), t(self.trans_b)).batched(self.batch)
+        let layout = if self.col_major { Layout::ColMajor } else { Layout::RowMajor };
+        Sgemm::new(self.m, self.n, self.k).layout(layout).transpose(t(self.trans_a), t(self.trans_b)).batched(self.batch)
+    }
+    /// (m, n) of the row-major problem the plan runs: a column-major `C = op(A)·op(B)` is the
+    /// row-major `Cᵀ = op(B)ᵀ·op(A)ᵀ`, n × m (what the dispatcher is asked about).
+    pub fn canonical_mn(&self) -> (usize, usize) {
+        if self.col_major { (self.n, self.m) } else { (self.m, self.n) }
     }
 }
 
 pub const fn shape(group: &'static str, batch: usize, m: usize, n: usize, k: usize) -> Shape {
-    Shape { group, batch, m, n, k, trans_a: false, trans_b: false }
+    Shape { group, batch, m, n, k, trans_a: false, trans_b: false, col_major: false }
 }
 
 /// [`shape`] with B stored transposed (`n×k`, k-contiguous: weights `[out, in]`).
@@ -124,6 +139,53 @@ pub fn sweep() -> Vec<Shape> {
         v.push(shape("skinny", 1, m, 4096, 4096));
     }
     v.extend([shape("odd", 1, 1000, 1000, 1000), shape("odd", 1, 4095, 4095, 4095), shape("odd", 1, 33, 4097, 129)]);
+    v
+}
+
+/// Shapes in the randomized sweep ([`random_sweep`]).
+pub const RANDOM_SHAPES: usize = 160;
+/// Its work cap: at most 2³³ multiply-adds per call (about 1 ms at 17 TFLOP/s) and 1 GiB of
+/// A, B and C, so that timing every candidate kernel of all the shapes takes a few minutes.
+pub const RANDOM_MAX_MACS: f64 = 8_589_934_592.0;
+pub const RANDOM_MAX_BYTES: f64 = 1_073_741_824.0;
+
+/// The randomized sweep of the SGEMM-every-shape issue (group "random"): [`RANDOM_SHAPES`]
+/// shapes from a fixed seed, m, n and k drawn log-uniformly from 1 to 16384, batch from 1 to
+/// 4096, each with a random transpose pair and layout; a draw over the work cap halves its
+/// batch, then its largest dimension, until it fits. The dispatcher was not fitted to them:
+/// its regret on them is the honest figure.
+pub fn random_sweep() -> Vec<Shape> {
+    // splitmix64: a fixed, portable stream (the shapes must be the same on every machine).
+    let mut state = 0x5EED_0F_5EED_u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    // exp(U · ln max), rounded: 1 ..= max, log-uniform.
+    let log_uniform = |bits: u64, max: f64| (((bits >> 11) as f64 / (1u64 << 53) as f64 * max.ln()).exp().round().max(1.0) as usize).min(max as usize);
+    let mut v = Vec::with_capacity(RANDOM_SHAPES);
+    while v.len() < RANDOM_SHAPES {
+        let (m, n, k) = (log_uniform(next(), 16384.0), log_uniform(next(), 16384.0), log_uniform(next(), 16384.0));
+        let batch = log_uniform(next(), 4096.0);
+        let flags = next();
+        let mut s = Shape { trans_a: flags & 1 != 0, trans_b: flags & 2 != 0, col_major: flags & 4 != 0, ..shape("random", batch, m, n, k) };
+        let over = |s: &Shape| s.flops() / 2.0 > RANDOM_MAX_MACS || s.bytes() > RANDOM_MAX_BYTES;
+        while over(&s) {
+            if s.batch > 1 {
+                s.batch /= 2;
+            } else if s.m >= s.n && s.m >= s.k {
+                s.m /= 2;
+            } else if s.n >= s.k {
+                s.n /= 2;
+            } else {
+                s.k /= 2;
+            }
+        }
+        v.push(s);
+    }
     v
 }
 
@@ -258,8 +320,32 @@ pub fn median_ms(stream: &Arc<CudaStream>, warmup: usize, reps: usize, mut run: 
 /// A transposed operand (stored row-major `n×k` for B, `k×m` for A) is, seen column-major,
 /// the matrix cuBLAS needs transposed once more: `CUBLAS_OP_T` with its row length as the
 /// leading dimension.
+///
+/// A column-major shape is cuBLAS's own problem: A before B, (m, n, k), and the leading
+/// dimensions of the column-major stored matrices. [`cublas_operands_swapped`] says which
+/// operand goes first.
 pub fn cublas_config(s: &Shape) -> StridedBatchedConfig<f32> {
     let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
+    if s.col_major {
+        return StridedBatchedConfig {
+            gemm: cukernels::cudarc::cublas::GemmConfig {
+                transa: op(s.trans_a),
+                transb: op(s.trans_b),
+                m: s.m as i32,
+                n: s.n as i32,
+                k: s.k as i32,
+                alpha: 1.0f32,
+                lda: if s.trans_a { s.k } else { s.m } as i32,
+                ldb: if s.trans_b { s.n } else { s.k } as i32,
+                beta: 0.0f32,
+                ldc: s.m as i32,
+            },
+            batch_size: s.batch as i32,
+            stride_a: (s.m * s.k) as i64,
+            stride_b: (s.k * s.n) as i64,
+            stride_c: (s.m * s.n) as i64,
+        };
+    }
     StridedBatchedConfig {
         gemm: cukernels::cudarc::cublas::GemmConfig {
             transa: op(s.trans_b),
@@ -280,13 +366,19 @@ pub fn cublas_config(s: &Shape) -> StridedBatchedConfig<f32> {
     }
 }
 
+/// Whether [`cublas_config`] takes B first (row-major shapes) rather than A.
+pub fn cublas_operands_swapped(s: &Shape) -> bool {
+    !s.col_major
+}
+
 /// Benchmarks one shape: our dispatcher's choice, each variant, and cuBLAS.
 pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream>, s: &Shape, info: &DeviceInfo, reps: usize) -> Row {
     let mut sets = alloc_sets(stream, s, info.l2_bytes);
     let n_sets = sets.a.len();
     let g = s.sgemm();
     let (row, sms) = (kernels.sgemm_config(), kernels.sm_count());
-    let chosen = choose_kernel(s.m, s.n, s.k, s.batch, row, sms);
+    let (cm, cn) = s.canonical_mn();
+    let chosen = choose_kernel(cm, cn, s.k, s.batch, row, sms);
     let warmup = 3;
     let time_ours = |choice: Option<SgemmChoice>, sets: &mut Sets| {
         median_ms(stream, warmup, reps, |i| {
@@ -298,8 +390,8 @@ pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream
     // Every kernel that could be the right one: the dispatcher's candidates, and `gemv`, which
     // re-streams B once per 8 rows of C (or A per 8 columns), where m or n is small enough
     // for it to be a contender.
-    let mut candidates = kernel_candidates(s.m, s.n, s.k, s.batch, row, sms);
-    if s.m.min(s.n) <= 2 * cukernels::GEMV_MAX_M as usize {
+    let mut candidates = kernel_candidates(cm, cn, s.k, s.batch, row, sms);
+    if cm.min(cn) <= 2 * cukernels::GEMV_MAX_M as usize && !candidates.contains(&SgemmVariant::Gemv.into()) {
         candidates.push(SgemmVariant::Gemv.into());
     }
     let variants_ms: Vec<(SgemmChoice, f64)> =
@@ -307,9 +399,10 @@ pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream
     let cfg = cublas_config(s);
     let cublas_ms = median_ms(stream, warmup, reps, |i| {
         let j = i % n_sets;
+        let (first, second) = if cublas_operands_swapped(s) { (&sets.b[j], &sets.a[j]) } else { (&sets.a[j], &sets.b[j]) };
         // SAFETY: the buffers hold exactly batch·(k·n), batch·(m·k), batch·(m·n) floats, which is
         // what this column-major call with these leading dimensions and strides addresses.
-        unsafe { blas.gemm_strided_batched(cfg, &sets.b[j], &sets.a[j], &mut sets.c[j]).unwrap() };
+        unsafe { blas.gemm_strided_batched(cfg, first, second, &mut sets.c[j]).unwrap() };
     });
     Row { shape: s.clone(), chosen, ours_ms, cublas_ms, variants_ms }
 }
@@ -324,10 +417,61 @@ pub fn cross_check(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream
     let mut theirs = stream.alloc_zeros::<f32>(s.batch * s.m * s.n).unwrap();
     kernels.sgemm(stream, &g, &a, &b, &mut ours).unwrap();
     let cfg = cublas_config(s);
+    let (first, second) = if cublas_operands_swapped(s) { (&b, &a) } else { (&a, &b) };
     // SAFETY: as in `bench_shape`.
-    unsafe { blas.gemm_strided_batched(cfg, &b, &a, &mut theirs).unwrap() };
+    unsafe { blas.gemm_strided_batched(cfg, first, second, &mut theirs).unwrap() };
     let x = stream.clone_dtoh(&ours).unwrap();
     let y = stream.clone_dtoh(&theirs).unwrap();
     let scale = (s.k as f64).sqrt();
     x.iter().zip(&y).map(|(&p, &q)| if p.is_finite() { ((p - q).abs() as f64) / scale } else { f64::INFINITY }).fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The randomized sweep is the issue's: at least 150 shapes, the same on every call, every
+    /// dimension within its range and the work cap, every transpose pair in both layouts, and
+    /// spread over the whole log range (so it holds GEMVs, tiny batched products and large
+    /// squares alike).
+    #[test]
+    fn random_sweep_is_fixed_bounded_and_spread() {
+        let v = random_sweep();
+        assert!(v.len() >= 150);
+        assert_eq!(v.iter().map(Shape::label).collect::<Vec<_>>(), random_sweep().iter().map(Shape::label).collect::<Vec<_>>());
+        for s in &v {
+            assert_eq!(s.group, "random");
+            assert!((1..=16384).contains(&s.m) && (1..=16384).contains(&s.n) && (1..=16384).contains(&s.k), "{}", s.label());
+            assert!((1..=4096).contains(&s.batch), "{}", s.label());
+            assert!(s.flops() / 2.0 <= RANDOM_MAX_MACS && s.bytes() <= RANDOM_MAX_BYTES, "{}", s.label());
+            // Every label parses back to the shape (so `--shape` can re-run any of them).
+            let p = Shape::parse(&s.label()).unwrap();
+            assert_eq!((p.batch, p.m, p.n, p.k, p.trans_a, p.trans_b, p.col_major), (s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, s.col_major));
+        }
+        for combo in 0..8 {
+            let count = v.iter().filter(|s| (s.trans_a as usize) | (s.trans_b as usize) << 1 | (s.col_major as usize) << 2 == combo).count();
+            assert!(count >= 8, "transpose/layout combination {combo}: {count} shapes");
+        }
+        let share = |f: &dyn Fn(&Shape) -> bool| v.iter().filter(|s| f(s)).count();
+        assert!(share(&|s| s.m.min(s.n) <= 8) >= 10, "GEMV-like shapes");
+        assert!(share(&|s| s.m.max(s.n) >= 4096) >= 20, "large shapes");
+        assert!(share(&|s| s.batch >= 64) >= 20, "large batches");
+        assert!(share(&|s| s.k >= 4096) >= 12, "long k");
+    }
+
+    /// cuBLAS's column-major call for a column-major shape is the problem itself; for a
+    /// row-major one, the transposed problem with the operands swapped.
+    #[test]
+    fn cublas_config_of_each_layout() {
+        let row = Shape { trans_b: true, ..shape("x", 2, 3, 5, 7) };
+        let c = cublas_config(&row);
+        assert!(cublas_operands_swapped(&row));
+        assert_eq!((c.gemm.m, c.gemm.n, c.gemm.k, c.gemm.lda, c.gemm.ldb, c.gemm.ldc), (5, 3, 7, 7, 7, 5));
+        let col = Shape { col_major: true, trans_a: true, ..shape("x", 2, 3, 5, 7) };
+        let c = cublas_config(&col);
+        assert!(!cublas_operands_swapped(&col));
+        assert_eq!((c.gemm.m, c.gemm.n, c.gemm.k, c.gemm.lda, c.gemm.ldb, c.gemm.ldc), (3, 5, 7, 7, 7, 3));
+        assert_eq!((c.stride_a, c.stride_b, c.stride_c), (21, 35, 15));
+        assert_eq!(col.canonical_mn(), (5, 3));
+    }
 }
