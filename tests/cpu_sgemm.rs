@@ -94,6 +94,39 @@ fn canonical_mapping_matches_the_contract_for_every_layout_transpose_and_stride(
     assert_eq!(cases, 2 * 4 * 5 * 3 * 2);
 }
 
+/// The large shapes' checker (a few sampled elements plus every row and column sum in f64)
+/// passes a correct result in every layout and transpose, and catches one wrong element that
+/// no sampled point looks at, and one element left unwritten, through its row and column sums.
+#[test]
+fn sampled_checker_catches_one_wrong_element_through_line_sums() {
+    let mut rng = rng("sampled checker");
+    for layout in [Layout::RowMajor, Layout::ColMajor] {
+        for (ta, tb) in [(Transpose::No, Transpose::No), (Transpose::Yes, Transpose::No), (Transpose::No, Transpose::Yes), (Transpose::Yes, Transpose::Yes)] {
+            let g = Sgemm::new(37, 29, 41).layout(layout).transpose(ta, tb).batched(2).alpha_beta(0.75, 0.5);
+            let (ar, ac) = g.stored_a();
+            let (br, bc) = g.stored_b();
+            let a = random_vec(&mut rng, buffer_len(&g, ar, ac, g.lda, g.stride_a, 0));
+            let b = random_vec(&mut rng, buffer_len(&g, br, bc, g.ldb, g.stride_b, 0));
+            let c_before = random_vec(&mut rng, buffer_len(&g, g.m, g.n, g.ldc, g.stride_c, 0));
+            let p = g.plan(&buffers(a.len(), b.len(), c_before.len()), sgemm_config(Arch::Sm90), H200_SMS, None).unwrap();
+            let mut c = c_before.clone();
+            emulate(&p, &a, &b, &mut c);
+            // No sampled points but the first and last element: only the sums see the rest.
+            let want = Expected::sampled(&g, &a, &b, &c_before, 0, &mut rng);
+            want.check(&g, &c_before, &c).unwrap_or_else(|e| panic!("{g:?}: a correct result fails:\n{e}"));
+            let (i, j) = (17, 11);
+            let at = |batch: usize| batch * g.stride_c + if layout == Layout::RowMajor { i * g.ldc + j } else { i + j * g.ldc };
+            let mut wrong = c.clone();
+            wrong[at(1)] += 0.05;
+            let e = want.check(&g, &c_before, &wrong).expect_err("a wrong element must fail");
+            assert!(e.contains(&format!("row {i} ")) && e.contains(&format!("column {j} ")), "{g:?}: {e}");
+            let mut unwritten = c.clone();
+            unwritten[at(0)] = c_before[at(0)];
+            assert!(want.check(&g, &c_before, &unwritten).is_err(), "{g:?}: an element left as it was must fail");
+        }
+    }
+}
+
 #[test]
 fn tile_checker_rejects_what_cannot_fit() {
     let mut t = sgemm_config(Arch::Sm90).large;

@@ -235,54 +235,34 @@ impl Expected {
 fn line_sums(g: &Sgemm, a: &[f32], bm: &[f32], c_before: &[f32], b: usize) -> Vec<LineSum> {
     let (alpha, beta) = (g.alpha as f64, g.beta as f64);
     let reads = g.alpha != 0.0;
-    // Σ_j op(B)(p, j) and Σ_i op(A)(i, p), with their absolute values.
-    let mut b_rows = vec![(0.0f64, 0.0f64); g.k];
-    let mut a_cols = vec![(0.0f64, 0.0f64); g.k];
-    if reads {
-        for (p, (sum, abs)) in b_rows.iter_mut().enumerate() {
-            for j in 0..g.n {
-                let v = op_b(g, bm, b, p, j) as f64;
-                *sum += v;
-                *abs += v.abs();
-            }
-        }
-        for (p, (sum, abs)) in a_cols.iter_mut().enumerate() {
-            for i in 0..g.m {
-                let v = op_a(g, a, b, i, p) as f64;
-                *sum += v;
-                *abs += v.abs();
-            }
-        }
-    }
+    let opa = |i: usize, p: usize| op_a(g, a, b, i, p) as f64;
+    let opb = |p: usize, j: usize| op_b(g, bm, b, p, j) as f64;
     let c0 = |i: usize, j: usize| if g.beta != 0.0 { c_before[c_index(g, b, i, j)] as f64 } else { 0.0 };
-    let mut out = Vec::with_capacity(g.m + g.n);
-    for i in 0..g.m {
+    let with_abs = |(s, t): (f64, f64), v: f64| (s + v, t + v.abs());
+    // For each p < k: Σ over `len` of f(p, ·) and of its absolute values.
+    let sums_over = |len: usize, f: &dyn Fn(usize, usize) -> f64| -> Vec<(f64, f64)> {
+        (0..g.k).map(|p| if reads { (0..len).map(|x| f(p, x)).fold((0.0, 0.0), with_abs) } else { (0.0, 0.0) }).collect()
+    };
+    // Σ_j op(B)(p, j) and Σ_i op(A)(i, p): a row of C sums to Σ_p op(A)(i, p) · Σ_j op(B)(p, j),
+    // a column to Σ_p Σ_i op(A)(i, p) · op(B)(p, j).
+    let b_rows = sums_over(g.n, &|p, j| opb(p, j));
+    let a_cols = sums_over(g.m, &|p, i| opa(i, p));
+    // Row `index` of C (`row`) or column `index`.
+    let line = |row: bool, index: usize| {
+        let (sums, len) = if row { (&b_rows, g.n) } else { (&a_cols, g.m) };
         let (mut want, mut scale) = (0.0, 0.0);
         if reads {
-            for (p, &(sum, abs)) in b_rows.iter().enumerate() {
-                let x = op_a(g, a, b, i, p) as f64;
+            for (p, &(sum, abs)) in sums.iter().enumerate() {
+                let x = if row { opa(index, p) } else { opb(p, index) };
                 want += x * sum;
                 scale += x.abs() * abs;
             }
         }
-        let (c_sum, c_abs) = (0..g.n).map(|j| c0(i, j)).fold((0.0, 0.0), |(s, t), v| (s + v, t + v.abs()));
+        let (c_sum, c_abs) = (0..len).map(|t| if row { c0(index, t) } else { c0(t, index) }).fold((0.0, 0.0), with_abs);
         let scale = alpha.abs() * scale + beta.abs() * c_abs;
-        out.push(LineSum { batch: b, row: true, index: i, want: alpha * want + beta * c_sum, scale: 4.0 * scale / (g.n as f64).sqrt() });
-    }
-    for j in 0..g.n {
-        let (mut want, mut scale) = (0.0, 0.0);
-        if reads {
-            for (p, &(sum, abs)) in a_cols.iter().enumerate() {
-                let x = op_b(g, bm, b, p, j) as f64;
-                want += sum * x;
-                scale += abs * x.abs();
-            }
-        }
-        let (c_sum, c_abs) = (0..g.m).map(|i| c0(i, j)).fold((0.0, 0.0), |(s, t), v| (s + v, t + v.abs()));
-        let scale = alpha.abs() * scale + beta.abs() * c_abs;
-        out.push(LineSum { batch: b, row: false, index: j, want: alpha * want + beta * c_sum, scale: 4.0 * scale / (g.m as f64).sqrt() });
-    }
-    out
+        LineSum { batch: b, row, index, want: alpha * want + beta * c_sum, scale: 4.0 * scale / (len as f64).sqrt() }
+    };
+    (0..g.m).map(|i| line(true, i)).chain((0..g.n).map(|j| line(false, j))).collect()
 }
 
 /// Elements a buffer needs for the stored matrix (rows × cols, leading dimension `ld`) over
