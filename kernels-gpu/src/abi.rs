@@ -111,7 +111,9 @@ macro_rules! define_launch_params {
         }
 
         /// Defines `extern "ptx-kernel" fn $fn_name(<one parameter per field>)`, whose body
-        /// sees the fields reassembled as the struct `$p`.
+        /// sees the fields reassembled as the struct `$p`. Under rust-cuda's libNVVM backend
+        /// (`cukernels_backend = "nvvm"`) an entry point is instead an `extern "C"` function
+        /// marked `nvvm_internal::kernel`, as its `cuda_std::kernel` macro writes it.
         #[cfg(target_arch = "nvptx64")]
         #[allow(unused_macros)]
         macro_rules! $entry {
@@ -119,7 +121,17 @@ macro_rules! define_launch_params {
                 $d(#[$d attr])*
                 #[no_mangle]
                 #[allow(clippy::too_many_arguments)]
+                #[cfg(not(cukernels_backend = "nvvm"))]
                 pub unsafe extern "ptx-kernel" fn $d fn_name($($field: $ty),*) {
+                    let $d p = $crate::abi::$name { $($field),* };
+                    $d body
+                }
+                $d(#[$d attr])*
+                #[no_mangle]
+                #[allow(clippy::too_many_arguments)]
+                #[cfg(cukernels_backend = "nvvm")]
+                #[nvvm_internal::kernel()]
+                pub unsafe extern "C" fn $d fn_name($($field: $ty),*) {
                     let $d p = $crate::abi::$name { $($field),* };
                     $d body
                 }

@@ -15,10 +15,10 @@
 //! One source for both sides means the tile sizes the host launches with are, by construction,
 //! the tile sizes the kernels were compiled with.
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, core_intrinsics, gpu_intrinsics))]
+// The rust-cuda backend (`cukernels_backend = "nvvm"`, scripts/rust-cuda-build.sh) pins an
+// older nightly without this intrinsic; it declares the dynamic shared memory itself.
+#![cfg_attr(all(target_arch = "nvptx64", not(cukernels_backend = "nvvm")), feature(gpu_launch_sized_workgroup_mem))]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod abi;

@@ -64,9 +64,27 @@ struct DynamicSharedAlignment;
 
 /// The dynamic shared memory of this block (`extern __shared__`, `.align 128`), as a generic
 /// pointer whose loads and stores LLVM lowers to `ld.shared` / `st.shared`.
+#[cfg(not(cukernels_backend = "nvvm"))]
 #[inline(always)]
 pub fn dynamic_smem() -> *mut f32 {
     core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<DynamicSharedAlignment>().cast::<f32>()
+}
+
+/// [`dynamic_smem`] under rust-cuda's libNVVM backend, as its `cuda_std` declares it: an
+/// extern static in the shared address space, which becomes
+/// `.extern .shared .b8 cukernels_dynamic_smem[]` (the backend writes `.align 1` for a
+/// zero-sized type; none of our kernels has static shared memory, so the dynamic window starts
+/// at the block's shared base, aligned for every access).
+#[cfg(cukernels_backend = "nvvm")]
+#[inline(always)]
+pub fn dynamic_smem() -> *mut f32 {
+    unsafe extern "C" {
+        #[nvvm_internal::addrspace(3)]
+        #[link_name = "cukernels_dynamic_smem"]
+        static DYNAMIC_SMEM: core::cell::UnsafeCell<DynamicSharedAlignment>;
+    }
+    // SAFETY: taking the address of the extern declaration reads nothing.
+    unsafe { DYNAMIC_SMEM.get().cast::<f32>() }
 }
 
 /// The 32-bit shared-state-space address of a generic pointer into shared memory, as
