@@ -326,43 +326,26 @@ pub fn median_ms(stream: &Arc<CudaStream>, warmup: usize, reps: usize, mut run: 
 /// operand goes first.
 pub fn cublas_config(s: &Shape) -> StridedBatchedConfig<f32> {
     let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
-    if s.col_major {
-        return StridedBatchedConfig {
-            gemm: cukernels::cudarc::cublas::GemmConfig {
-                transa: op(s.trans_a),
-                transb: op(s.trans_b),
-                m: s.m as i32,
-                n: s.n as i32,
-                k: s.k as i32,
-                alpha: 1.0f32,
-                lda: if s.trans_a { s.k } else { s.m } as i32,
-                ldb: if s.trans_b { s.n } else { s.k } as i32,
-                beta: 0.0f32,
-                ldc: s.m as i32,
-            },
-            batch_size: s.batch as i32,
-            stride_a: (s.m * s.k) as i64,
-            stride_b: (s.k * s.n) as i64,
-            stride_c: (s.m * s.n) as i64,
-        };
-    }
+    // A row-major product is the column-major one of the transposed problem: m and n, the
+    // operands and their flags swapped (and `cublas_operands_swapped` hands B over first).
+    let c = if s.col_major { s.clone() } else { Shape { m: s.n, n: s.m, trans_a: s.trans_b, trans_b: s.trans_a, col_major: true, ..s.clone() } };
     StridedBatchedConfig {
         gemm: cukernels::cudarc::cublas::GemmConfig {
-            transa: op(s.trans_b),
-            transb: op(s.trans_a),
-            m: s.n as i32,
-            n: s.m as i32,
-            k: s.k as i32,
+            transa: op(c.trans_a),
+            transb: op(c.trans_b),
+            m: c.m as i32,
+            n: c.n as i32,
+            k: c.k as i32,
             alpha: 1.0f32,
-            lda: if s.trans_b { s.k } else { s.n } as i32,
-            ldb: if s.trans_a { s.m } else { s.k } as i32,
+            lda: if c.trans_a { c.k } else { c.m } as i32,
+            ldb: if c.trans_b { c.n } else { c.k } as i32,
             beta: 0.0f32,
-            ldc: s.n as i32,
+            ldc: c.m as i32,
         },
-        batch_size: s.batch as i32,
-        stride_a: (s.k * s.n) as i64,
-        stride_b: (s.m * s.k) as i64,
-        stride_c: (s.m * s.n) as i64,
+        batch_size: c.batch as i32,
+        stride_a: (c.m * c.k) as i64,
+        stride_b: (c.k * c.n) as i64,
+        stride_c: (c.m * c.n) as i64,
     }
 }
 
