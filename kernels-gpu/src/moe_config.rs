@@ -288,7 +288,7 @@ const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm
 /// features of one slot, reading the slot's q8_1 row from global memory (L1 and L2: every
 /// block of the slot, and at `x_rows = 1` of the token, reads the same row). Four blocks per SM
 /// as the launch bound (128 registers); with no shared memory, more fit where the kernel
-/// needs fewer (sm_90: 72 registers, seven blocks).
+/// needs fewer (sm_90, ptxas 12.9: q4_0 80 registers, six blocks).
 const DIRECT: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 4 };
 /// The direct path re-reads and re-decodes an expert's weights for each slot routed to it (the
 /// routed paths once per tile of rows; the re-reads mostly hit L2), and skips the router and

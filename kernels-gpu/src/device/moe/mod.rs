@@ -379,6 +379,19 @@ unsafe fn gathered_tile(p: &MoeParams, tile_rows: u32) -> Option<GatheredTile> {
     Some(GatheredTile { expert, first_row, rows })
 }
 
+/// Chunks (32 weights) per block of format `B`.
+const fn chunks_per_block<B: BlockFormat>() -> usize {
+    B::FORMAT.block_elements() / QK
+}
+
+/// The block of the weight row at `row` that holds chunk `kc`.
+///
+/// Safety: `row` points at a weight row of blocks `B` with chunk `kc` inside it.
+#[inline(always)]
+unsafe fn block_of_chunk<B: BlockFormat>(row: *const u8, kc: usize) -> *const B {
+    row.add(kc / chunks_per_block::<B>() * core::mem::size_of::<B>()) as *const B
+}
+
 /// Chunk `kc` (32 weights) of the weight row at `row`, decoded from global memory with the
 /// format's widest loads ([`BlockFormat::chunk_at`]).
 ///
@@ -386,8 +399,7 @@ unsafe fn gathered_tile(p: &MoeParams, tile_rows: u32) -> Option<GatheredTile> {
 /// format's `block_alignment`, with chunk `kc` inside it.
 #[inline(always)]
 unsafe fn weight_chunk<B: BlockFormat>(row: *const u8, kc: usize) -> Chunk {
-    let chunks_per_block = B::FORMAT.block_elements() / QK;
-    B::chunk_at(row.add(kc / chunks_per_block * core::mem::size_of::<B>()) as *const B, kc % chunks_per_block)
+    B::chunk_at(block_of_chunk::<B>(row, kc), kc % chunks_per_block::<B>())
 }
 
 /// The activation row (of `x_q`) that slot `slot` reads.
@@ -843,12 +855,11 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
     // The weights and ids are inputs of earlier launches; only x_q and x_d come from the
     // quantizer. While it runs, the lane's first two passes of weights go to L2 (two passes:
     // a long row's whole prefetch would evict what other blocks are reading).
-    let chunks_per_block = B::FORMAT.block_elements() / QK;
     for pass in 0..2 {
         let kc = lane + pass * LANES as usize;
         if kc < k_chunks {
             for row in rows {
-                prefetch_global_l2(row.add(kc / chunks_per_block * core::mem::size_of::<B>()));
+                prefetch_global_l2(block_of_chunk::<B>(row, kc) as *const u8);
             }
         }
     }
