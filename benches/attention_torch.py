@@ -65,6 +65,9 @@ def main():
     rows = [json.loads(l) for l in open(src) if l.strip()]
     out = []
     for row in rows:
+        if row["group"] == "decode split sweep":  # ours with forced splits: no baseline
+            out.append(row)
+            continue
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
                 ms = time_backend(row, backend, samples)

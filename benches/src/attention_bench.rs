@@ -28,20 +28,23 @@ pub struct AttentionShape {
     pub head_dim: usize,
     pub causal: bool,
     pub dtype: AttentionDtype,
+    /// Splits forced on a decode launch (the split sweep, which measures the split rule);
+    /// `None`: the plan's choice.
+    pub splits: Option<usize>,
 }
 
 impl AttentionShape {
     pub fn desc(&self) -> Attention {
         let d = Attention::new(self.batch, self.seqlen_q, self.seqlen_k, self.heads_q, self.heads_k, self.head_dim);
-        if self.causal {
-            d.causal()
-        } else {
-            d
+        let d = if self.causal { d.causal() } else { d };
+        match self.splits {
+            Some(n) => d.splits(n),
+            None => d,
         }
     }
     pub fn label(&self) -> String {
         format!(
-            "{} b{} q{} k{} h{}/{} d{}{} {}",
+            "{} b{} q{} k{} h{}/{} d{}{} {}{}",
             self.kind,
             self.batch,
             self.seqlen_q,
@@ -50,7 +53,8 @@ impl AttentionShape {
             self.heads_k,
             self.head_dim,
             if self.causal { " causal" } else { "" },
-            self.dtype.name()
+            self.dtype.name(),
+            self.splits.map_or(String::new(), |n| format!(" splits {n}"))
         )
     }
     /// Bytes of K and V one pass reads.
@@ -58,6 +62,9 @@ impl AttentionShape {
         (self.batch * self.seqlen_k * self.heads_k * 2 * self.head_dim * 2) as f64
     }
 }
+
+/// The group of the split-sweep rows.
+pub const SPLIT_SWEEP: &str = "decode split sweep";
 
 /// The shapes.
 pub fn shapes() -> Vec<AttentionShape> {
@@ -73,6 +80,7 @@ pub fn shapes() -> Vec<AttentionShape> {
         head_dim,
         causal,
         dtype,
+        splits: None,
     };
     for dtype in AttentionDtype::ALL {
         for seq in [4096, 16384] {
@@ -98,6 +106,13 @@ pub fn shapes() -> Vec<AttentionShape> {
     v.push(s("decode", "llama.cpp decode", 1, 1, 20000, 32, 2, 256, false, AttentionDtype::F16));
     for dtype in AttentionDtype::ALL {
         v.push(s("prefill", "llama.cpp prefill", 1, 512, 20000, 32, 2, 256, false, dtype));
+    }
+    // The split sweep: one sequence's decode with the split count forced, to measure the split
+    // rule (ours only; the PyTorch script skips the group).
+    for (kv, heads_k, d) in [(16384, 8, 128), (131072, 8, 128), (20000, 2, 256)] {
+        for n in [16, 32, 48, 64, 96, 128] {
+            v.push(AttentionShape { splits: Some(n), ..s("decode", SPLIT_SWEEP, 1, 1, kv, 32, heads_k, d, false, AttentionDtype::F16) });
+        }
     }
     v
 }

@@ -34,12 +34,12 @@
 //! and a second kernel merges them in a fixed order (the same bits on every run).
 
 use crate::error::{Error, Result};
-use crate::runtime::Cukernels;
+use crate::runtime::{launch_with_attribute, Cukernels, LaunchAttribute};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::sync::Arc;
 use cukernels_gpu::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
 use cukernels_gpu::{
-    AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_THREADS, MIN_KEY_TILES_PER_SPLIT,
+    AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_KEY_TILES_PER_SPLIT,
 };
 
 /// Most blocks in a grid's y or z dimension.
@@ -330,6 +330,9 @@ pub struct AttentionPlan {
     /// Query heads per block (decode packs those of one KV head).
     pub heads_packed: usize,
     pub splits: usize,
+    /// The merge of a split launch is launched as a programmatic dependent of it (sm_90+
+    /// builds: it is scheduled while the split launch drains and waits for it on the GPU).
+    pub merge_overlaps_split: bool,
     /// Host arrays to upload (pointer fields of `params` set at launch).
     pub cu_seqlens_q: Option<Vec<u32>>,
     pub cu_seqlens_k: Option<Vec<u32>>,
@@ -692,6 +695,7 @@ impl Attention {
             params,
             heads_packed,
             splits,
+            merge_overlaps_split: splits > 1 && row.arch.has_programmatic_launch(),
             cu_seqlens_q: cu_q,
             cu_seqlens_k: cu_k,
             block_table: paged.map(|p| p.block_table.clone()),
@@ -814,7 +818,11 @@ impl Cukernels {
             // SAFETY: as above; the merge reads the workspace the forward launch wrote, in
             // stream order, and writes O's rows (and LSE) that the plan validated.
             unsafe {
-                cudarc::driver::result::launch_kernel(merge.cu_function(), (rows, 1, 1), (MERGE_THREADS, 1, 1), 0, stream.cu_stream(), &mut args)?;
+                if plan.merge_overlaps_split {
+                    launch_with_attribute(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, LaunchAttribute::ProgrammaticDependent)?;
+                } else {
+                    cudarc::driver::result::launch_kernel(merge.cu_function(), (rows, 1, 1), (MERGE_THREADS, 1, 1), MERGE_SMEM_BYTES, stream.cu_stream(), &mut args)?;
+                }
             }
         }
         drop((cu_q, cu_k, table, slopes, sinks, workspace));

@@ -452,8 +452,14 @@ pub const fn attention_config(arch: Arch) -> &'static AttentionArchConfig {
     &ATTENTION_CONFIGS[arch as usize]
 }
 
-/// Threads of the merge kernel (one block per output row; the threads stride over `D_v`).
-pub const MERGE_THREADS: u32 = 128;
+/// Threads of the merge kernel (one block per output row, see `device/attention/merge.rs`):
+/// one per split for the weights ([`MAX_KV_SPLITS`] at most), and at `D_v` 128 eight groups of
+/// one thread per 16-byte column, so that eight splits' loads are in flight per column.
+pub const MERGE_THREADS: u32 = 256;
+
+/// Shared memory of the merge kernel, bytes: the splits' weights, one float per warp for the
+/// block reductions, and each thread's four column sums.
+pub const MERGE_SMEM_BYTES: u32 = 4 * (MAX_KV_SPLITS + MERGE_THREADS / 32 + 4 * MERGE_THREADS);
 
 /// Calls `$callback!` with every attention entry point: (name, head, dtype) for the forward
 /// kernels with the prefill tiles, then with the decode tiles, then the merge kernels as

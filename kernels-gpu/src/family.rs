@@ -3,12 +3,14 @@
 //! driver to JIT-compile, another.
 
 use crate::arch::Arch;
-use crate::attention_config::{attention_config, ATTENTION_KERNELS, MERGE_THREADS};
+use crate::attention_config::{attention_config, ATTENTION_KERNELS, MERGE_SMEM_BYTES, MERGE_THREADS};
 use crate::moe_config::{moe_config, MoeKernelKind, MOE_KERNELS, MOE_PREPARE_BLOCKS_PER_SM, MOE_PREPARE_THREADS, MOE_ROUTE_SMEM_BYTES};
 use crate::sgemm_config::{sgemm_config, SGEMM_KERNELS};
 
-/// Designed occupancy of the attention merge kernel (no shared memory, few registers).
-const MERGE_BLOCKS_PER_SM: u32 = 4;
+/// Designed occupancy of the attention merge kernel (4.6 KB of shared memory, 256 threads): its
+/// launch bound, which leaves each thread up to 128 registers. A merge has one block per output
+/// row, so one decode step has few blocks; occupancy does not limit it.
+const MERGE_BLOCKS_PER_SM: u32 = 2;
 
 /// A family of kernels that ships as one module per architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -124,7 +126,7 @@ impl KernelFamily {
                         let smem = tile.smem_bytes(head);
                         KernelSpec { entry_point: k.entry_point, threads: tile.threads(), blocks_per_sm: tile.blocks_per_sm, smem_bytes: smem, max_smem_bytes: smem }
                     }
-                    None => KernelSpec { entry_point: k.entry_point, threads: MERGE_THREADS, blocks_per_sm: MERGE_BLOCKS_PER_SM, smem_bytes: 0, max_smem_bytes: 0 },
+                    None => KernelSpec { entry_point: k.entry_point, threads: MERGE_THREADS, blocks_per_sm: MERGE_BLOCKS_PER_SM, smem_bytes: MERGE_SMEM_BYTES, max_smem_bytes: MERGE_SMEM_BYTES },
                 }
             }
             KernelFamily::Moe => {

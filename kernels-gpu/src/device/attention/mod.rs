@@ -77,7 +77,7 @@
 mod merge;
 
 use super::ptx::{
-    ballot, block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32, fma, ldmatrix_x4,
+    allow_dependent_launch, ballot, block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32, fma, ldmatrix_x4,
     ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2, pack_f16x2, rcp, shared_address, shfl_idx,
     shfl_xor_f32, sync_threads, thread_idx_x,
 };
@@ -417,6 +417,11 @@ unsafe fn forward<
     let rows_per_block = ROWS;
     let (k_row, v_row) = (DK + PAD, DV + PAD);
     let flags = p.flags;
+    if flags & SPLIT != 0 {
+        // The merge, launched as a programmatic dependent on sm_90+, may be scheduled now; its
+        // blocks wait for this grid's completion before reading anything (`merge.rs`).
+        allow_dependent_launch();
+    }
 
     // ---- Which rows and keys this block owns ----
     let heads_packed = p.heads_packed as usize;
