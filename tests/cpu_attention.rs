@@ -141,9 +141,15 @@ fn decode_packs_query_heads_and_splits_the_keys() {
     assert!(p.decode && p.block == row.decode_tile(AttentionHead::D128).threads(), "{p:?}");
     assert_eq!(p.smem_bytes, row.decode_tile(AttentionHead::D128).smem_bytes(AttentionHead::D128));
     assert!(p.splits > 1 && p.grid.0 * p.grid.1 * p.grid.2 >= 132, "{p:?}");
+    // One wave: every block of the split launch is resident at once.
+    assert!(p.grid.0 * p.grid.1 * p.grid.2 <= 132 * row.decode_tile(AttentionHead::D128).blocks_per_sm, "{p:?}");
+    // The merge overlaps the split launch (PDL) on sm_90+ builds only.
+    assert!(p.merge_overlaps_split);
+    let on_sm80 = Attention::new(1, 1, 16384, 32, 8, 128).plan(AttentionDtype::F16, &buffers(&Attention::new(1, 1, 16384, 32, 8, 128)), attention_config(Arch::Sm80), 108).unwrap();
+    assert!(on_sm80.splits > 1 && !on_sm80.merge_overlaps_split, "{on_sm80:?}");
     // Prefill fills the GPU by itself: no packing, no split, the prefill tile.
     let p = plan(&Attention::new(4, 4096, 4096, 32, 8, 128)).unwrap();
-    assert_eq!((p.heads_packed, p.splits, p.decode), (1, 1, false));
+    assert_eq!((p.heads_packed, p.splits, p.decode, p.merge_overlaps_split), (1, 1, false, false));
     assert_eq!(p.block, row.tile(AttentionHead::D128).threads());
     // GQA 32 with 4 queries: 128 rows do not fit one block's 64; 16 heads are packed, 64 rows:
     // more than a decode tile holds.
@@ -152,7 +158,7 @@ fn decode_packs_query_heads_and_splits_the_keys() {
     // 16 query positions of one head (no GQA) still fit the decode tile; 17 do not.
     assert!(plan(&Attention::new(2, 16, 4096, 8, 8, 64)).unwrap().decode);
     assert!(!plan(&Attention::new(2, 17, 4096, 8, 8, 64)).unwrap().decode);
-    // Short keys are not split below MIN_KEY_TILES_PER_SPLIT tiles per split.
+    // Short keys are not split: a split reads at least MIN_SPLIT_KV_BYTES of K and V.
     let p = plan(&Attention::new(1, 1, 64, 8, 8, 128)).unwrap();
     assert_eq!(p.splits, 1);
 }

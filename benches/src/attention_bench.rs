@@ -109,9 +109,16 @@ pub fn shapes() -> Vec<AttentionShape> {
     }
     // The split sweep: one sequence's decode with the split count forced, to measure the split
     // rule (ours only; the PyTorch script skips the group).
-    for (kv, heads_k, d) in [(16384, 8, 128), (131072, 8, 128), (20000, 2, 256)] {
-        for n in [16, 32, 48, 64, 96, 128] {
-            v.push(AttentionShape { splits: Some(n), ..s("decode", SPLIT_SWEEP, 1, 1, kv, 32, heads_k, d, false, AttentionDtype::F16) });
+    let sweep: [(usize, usize, usize, usize, &[usize]); 5] = [
+        (1, 8192, 8, 128, &[8, 16, 24, 33, 48, 64]),
+        (1, 16384, 8, 128, &[16, 24, 28, 32, 33, 40, 48, 64, 128]),
+        (1, 131072, 8, 128, &[16, 24, 32, 33, 64, 128]),
+        (1, 20000, 2, 256, &[32, 48, 56, 64, 72, 80, 96, 128]),
+        (16, 32768, 8, 128, &[1, 2, 3, 4, 5]),
+    ];
+    for (batch, kv, heads_k, d, counts) in sweep {
+        for &n in counts {
+            v.push(AttentionShape { splits: Some(n), ..s("decode", SPLIT_SWEEP, batch, 1, kv, 32, heads_k, d, false, AttentionDtype::F16) });
         }
     }
     v

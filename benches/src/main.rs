@@ -131,11 +131,11 @@ fn main() {
     run_sgemm(&ctx, &o);
 }
 
-fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
-    let stream = ctx.default_stream();
-    // Another architecture's config runs as its PTX when the device can load that, else as
-    // the build of that config for the device's own target (the config probes).
-    let kernels = match (o.config, o.artifact) {
+/// The handle of a run: the device's own config, or `--config`'s and `--artifact`'s. Another
+/// architecture's config runs as its PTX when the device can load that, else as the build of
+/// that config for the device's own target (the config probes).
+fn handle(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) -> Cukernels {
+    match (o.config, o.artifact) {
         (None, None) => Cukernels::new(ctx),
         (config, artifact) => {
             let (major, minor) = ctx.compute_capability().unwrap();
@@ -147,7 +147,12 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
             }
         }
     }
-    .unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"));
+    .unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"))
+}
+
+fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
+    let stream = ctx.default_stream();
+    let kernels = handle(ctx, o);
     let blas = CudaBlas::new(stream.clone()).expect("cuBLAS");
     let info = DeviceInfo::of(ctx);
     let (major, minor) = ctx.compute_capability().unwrap();
@@ -295,7 +300,7 @@ fn run_load(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Op
 fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
     use cukernels_bench::attention_bench::{bench_attention, shapes};
     let stream = ctx.default_stream();
-    let kernels = Cukernels::new(ctx).unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"));
+    let kernels = handle(ctx, o);
     kernels.preload_family(cukernels::KernelFamily::Attention).unwrap_or_else(|e| panic!("{e}"));
     let artifact = kernels.artifact(cukernels::KernelFamily::Attention).to_string();
     let (info, date) = (DeviceInfo::of(ctx), today());
@@ -321,7 +326,7 @@ fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o
 fn run_moe(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
     use cukernels_bench::moe_bench::{bench_moe, shapes};
     let stream = ctx.default_stream();
-    let kernels = Cukernels::new(ctx).unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"));
+    let kernels = handle(ctx, o);
     kernels.preload_family(cukernels::KernelFamily::Moe).unwrap_or_else(|e| panic!("{e}"));
     let blas = CudaBlas::new(stream.clone()).unwrap_or_else(|e| panic!("cannot create the cuBLAS handle: {e}"));
     let artifact = kernels.artifact(cukernels::KernelFamily::Moe).to_string();

@@ -39,16 +39,13 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr}
 use std::sync::Arc;
 use cukernels_gpu::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
 use cukernels_gpu::{
-    AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_KEY_TILES_PER_SPLIT,
+    AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES,
 };
 
 /// Most blocks in a grid's y or z dimension.
 const MAX_GRID_YZ: usize = 65535;
 /// Most blocks in a grid's x dimension.
 const MAX_GRID_X: usize = i32::MAX as usize;
-/// Blocks a split launch aims for, per SM and designed block: enough waves that the last one
-/// is short.
-const SPLIT_TARGET_WAVES: usize = 2;
 
 /// An element type of Q, K, V and O.
 pub trait AttentionElement: DeviceRepr {
@@ -615,13 +612,17 @@ impl Attention {
                 s
             }
             None => {
+                // As many splits as one wave of blocks holds (every block resident at once: a
+                // second, partial wave measured slower than fewer, longer splits), none shorter
+                // than MIN_SPLIT_KV_BYTES of K and V.
                 let blocks = row_tiles * groups;
-                let target = SPLIT_TARGET_WAVES * sm_count as usize * tile.blocks_per_sm as usize;
-                let most = (key_tiles / MIN_KEY_TILES_PER_SPLIT as usize).clamp(1, MAX_KV_SPLITS as usize);
-                if blocks >= sm_count as usize || blocks == 0 {
+                let one_wave = sm_count as usize * tile.blocks_per_sm as usize;
+                let kv_bytes = a.seqlen_k * (head.dk() + head.dv()) as usize * 2;
+                let most = (kv_bytes / MIN_SPLIT_KV_BYTES as usize).min(key_tiles).clamp(1, MAX_KV_SPLITS as usize);
+                if blocks == 0 {
                     1
                 } else {
-                    target.div_ceil(blocks).clamp(1, most)
+                    (one_wave / blocks).clamp(1, most)
                 }
             }
         };

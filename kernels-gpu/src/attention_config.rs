@@ -37,9 +37,11 @@ pub const DECODE_MAX_PACKED_ROWS: u32 = 64;
 /// partial results take `splits × rows × D_v` floats of workspace.
 pub const MAX_KV_SPLITS: u32 = 128;
 
-/// Fewest key tiles a split must have: below this, a split's fixed cost (loading Q, writing
-/// a partial row) outweighs its keys.
-pub const MIN_KEY_TILES_PER_SPLIT: u32 = 2;
+/// Fewest bytes of K and V one split reads: below this a split's fixed cost (loading Q, its
+/// pipeline's start, writing its partial rows and merging them) outweighs its keys. The H200's
+/// split sweep (`cukernels-bench attention`, group "decode split sweep") ran one sequence's
+/// decode fastest at 512 keys per split at head 128 (256 KiB) and 312 at head 256 (320 KiB).
+pub const MIN_SPLIT_KV_BYTES: u32 = 256 * 1024;
 
 /// The head sizes (`D_k`, `D_v`) with a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -414,14 +414,14 @@ unsafe fn forward<
 ) {
     const { assert!(K_STEPS == DK / 16 && S_TILES == BK / 8 && O_TILES == DV / DV_SPLIT / 8 && THREADS == 32 * ROW_WARPS * DV_SPLIT) };
     const { assert!(Q_FRAGS == if Q_IN_REGISTERS { K_STEPS } else { 1 } && ROWS == 16 * M_TILES * ROW_WARPS) };
+    // The merge of a split launch, launched as a programmatic dependent on sm_90+, may be
+    // scheduled now: its blocks wait for this grid's completion before reading anything
+    // (`merge.rs`). Unconditional: a launch that is not a programmatic dependent ignores it,
+    // and a test of the flags here cost the sm_120 row's head-64 kernel 8 bytes of spill.
+    allow_dependent_launch();
     let rows_per_block = ROWS;
     let (k_row, v_row) = (DK + PAD, DV + PAD);
     let flags = p.flags;
-    if flags & SPLIT != 0 {
-        // The merge, launched as a programmatic dependent on sm_90+, may be scheduled now; its
-        // blocks wait for this grid's completion before reading anything (`merge.rs`).
-        allow_dependent_launch();
-    }
 
     // ---- Which rows and keys this block owns ----
     let heads_packed = p.heads_packed as usize;
