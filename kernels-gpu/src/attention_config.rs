@@ -40,8 +40,9 @@ pub const MAX_KV_SPLITS: u32 = 128;
 /// Fewest bytes of K and V one split reads: below this a split's fixed cost (loading Q, its
 /// pipeline's start, writing its partial rows and merging them) outweighs its keys. The H200's
 /// split sweep (`cukernels-bench attention`, group "decode split sweep") ran one sequence's
-/// decode fastest at 512 keys per split at head 128 (256 KiB) and 312 at head 256 (320 KiB).
-pub const MIN_SPLIT_KV_BYTES: u32 = 256 * 1024;
+/// decode at head 128 fastest with one wave of splits down to 8192 keys (33 splits of 248
+/// keys, 124 KiB each: 17.5 µs against 19.0 with 16 splits).
+pub const MIN_SPLIT_KV_BYTES: u32 = 128 * 1024;
 
 /// The head sizes (`D_k`, `D_v`) with a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -282,7 +283,9 @@ const fn decode(dv_split: u32, bk: u32, stages: u32, q_in_registers: bool, block
 /// (two tiles in flight behind the computed one), 2-3 blocks per SM; Q in registers (16 rows
 /// hold few) except at 576/512 and at heads 80 to 112, whose 5 to 7 warps per block leave fewer
 /// registers per thread. `dv_split` gives each warp 16 columns at heads 64 to 112 (4 to 7
-/// warps), 32 to 64 columns above.
+/// warps), 32 to 64 columns above. Head 256 is designed for one block per SM (the split rule
+/// fills one wave of them): in the H200's split sweep one sequence at 20000 keys (GQA 16) ran in
+/// 25 µs as 128 blocks (64 splits) and in 30 µs as 256 (128 splits, two blocks per SM).
 const HOPPER_DECODE_TILES: [AttentionTile; 10] = [
     decode(4, 64, 3, true, 3),    // 64: 56.2 KB
     decode(5, 64, 3, false, 3),   // 80: 68.8 KB
@@ -290,7 +293,7 @@ const HOPPER_DECODE_TILES: [AttentionTile; 10] = [
     decode(7, 64, 3, false, 2),   // 112: 93.8 KB
     decode(4, 64, 3, true, 2),    // 128: 106.2 KB
     decode(4, 32, 3, true, 2),    // 192: 81.2 KB
-    decode(4, 32, 3, true, 2),    // 256: 107.2 KB
+    decode(4, 32, 3, true, 1),    // 256: 107.2 KB (one block per SM: see above)
     decode(4, 32, 3, true, 2),    // 192/128: 69.2 KB
     decode(4, 32, 2, true, 2),    // 320/256: 84.2 KB
     decode(8, 32, 2, false, 1),   // 576/512: 156.2 KB
