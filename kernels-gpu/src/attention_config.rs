@@ -380,7 +380,12 @@ const SM80_TILES: [AttentionTile; 10] = [
 ///   re-read from shared memory; 64-key tiles spill at heads 96 to 128 (ptxas 12.9: 16 bytes
 ///   at 96, 176-304 at 112 and 128).
 /// - Heads 192 and 256, 320/256, 576/512: one tile per warp (two would not fit the register
-///   file at D_v ≥ 256), 8 warps where the shared memory allows, one block per SM.
+///   file at D_v ≥ 256), 8 warps where the shared memory allows, one block per SM. Heads 192
+///   and 256 take 64-key tiles in two stages (FlashAttention-2's 128 × 64 tile): at head 256
+///   that ran 1.2x faster on the H200 than 32-key tiles in three stages (half the per-tile
+///   softmax, barrier and copy-issue cost per key). The same one-tile layout at heads 64 to 128
+///   (8 warps, Q in registers) ran 0.64-0.90x of the two-tile rows below
+///   (`benches/results/2026-12-02-h200-attention-18c53ee-*`).
 const HOPPER_TILES: [AttentionTile; 10] = [
     tile(2, 4, 1, 64, 3, false, 2),  // 64: 72.0 KB
     tile(2, 4, 1, 64, 3, false, 2),  // 80: 88.0 KB
@@ -388,7 +393,7 @@ const HOPPER_TILES: [AttentionTile; 10] = [
     tile(2, 4, 1, 32, 3, false, 2),  // 112: 75.0 KB
     tile(2, 4, 1, 32, 3, false, 2),  // 128: 85.0 KB
     tile(1, 8, 1, 64, 2, false, 1),  // 192: 150.0 KB
-    tile(1, 8, 1, 32, 3, false, 1),  // 256: 165.0 KB
+    tile(1, 8, 1, 64, 2, false, 1),  // 256: 198.0 KB
     tile(2, 4, 1, 32, 3, false, 2),  // 192/128: 113.0 KB
     tile(1, 4, 1, 32, 3, false, 1),  // 320/256: 152.0 KB
     tile(1, 2, 4, 32, 2, false, 1),  // 576/512: 174.5 KB
