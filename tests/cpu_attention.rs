@@ -145,7 +145,8 @@ fn decode_packs_query_heads_and_splits_the_keys() {
     assert!(p.grid.0 * p.grid.1 * p.grid.2 <= 132 * row.decode_tile(AttentionHead::D128).blocks_per_sm, "{p:?}");
     // The merge overlaps the split launch (PDL) on sm_90+ builds only.
     assert!(p.merge_overlaps_split);
-    let on_sm80 = Attention::new(1, 1, 16384, 32, 8, 128).plan(AttentionDtype::F16, &buffers(&Attention::new(1, 1, 16384, 32, 8, 128)), attention_config(Arch::Sm80), 108).unwrap();
+    let one_sequence = Attention::new(1, 1, 16384, 32, 8, 128);
+    let on_sm80 = one_sequence.plan(AttentionDtype::F16, &buffers(&one_sequence), attention_config(Arch::Sm80), 108).unwrap();
     assert!(on_sm80.splits > 1 && !on_sm80.merge_overlaps_split, "{on_sm80:?}");
     // Prefill fills the GPU by itself: no packing, no split, the prefill tile.
     let p = plan(&Attention::new(4, 4096, 4096, 32, 8, 128)).unwrap();

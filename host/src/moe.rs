@@ -48,7 +48,7 @@
 
 use crate::error::{Error, Result};
 use crate::quant::dequantize;
-use crate::runtime::{launch_with_attribute, Cukernels, LaunchAttribute};
+use crate::runtime::{launch_after_previous, Cukernels};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use cukernels_gpu::moe_flags::{QUANTIZE_ONLY, X_BF16, X_F16};
 use cukernels_gpu::quant::GgufFormat;
@@ -590,13 +590,9 @@ impl Cukernels {
             let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
             cudarc::driver::result::launch_kernel(prepare.cu_function(), (plan.prepare_grid, 1, 1), (MOE_PREPARE_THREADS, 1, 1), route_smem, s, &mut args)?;
             let grid = (plan.matmul_grid.0, plan.matmul_grid.1, 1);
-            if plan.matmul_overlaps_prepare {
-                // The direct kernel of an sm_90+ build waits for the prepare grid
-                // (`griddepcontrol.wait`) before it reads the quantized activations.
-                launch_with_attribute(matmul.cu_function(), grid, plan.matmul_threads, plan.matmul_smem, s, &mut args, LaunchAttribute::ProgrammaticDependent)?;
-            } else {
-                cudarc::driver::result::launch_kernel(matmul.cu_function(), grid, (plan.matmul_threads, 1, 1), plan.matmul_smem, s, &mut args)?;
-            }
+            // With PDL, the direct kernel of an sm_90+ build waits for the prepare grid
+            // (`griddepcontrol.wait`) before it reads the quantized activations.
+            launch_after_previous(matmul.cu_function(), grid, plan.matmul_threads, plan.matmul_smem, s, &mut args, plan.matmul_overlaps_prepare)?;
         }
         Ok(())
     }

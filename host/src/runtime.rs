@@ -287,6 +287,31 @@ pub(crate) enum LaunchAttribute {
     ProgrammaticDependent,
 }
 
+/// Launches `f` after the previous launch on `stream`: as its programmatic dependent when
+/// `programmatic` (it may start while that grid drains; its kernel waits for the grid itself,
+/// `griddepcontrol.wait`, sm_90 and newer), else as an ordinary launch.
+///
+/// Safety: as [`launch_with_attribute`].
+pub(crate) unsafe fn launch_after_previous(
+    f: cudarc::driver::sys::CUfunction,
+    grid: (u32, u32, u32),
+    block: u32,
+    smem_bytes: u32,
+    stream: cudarc::driver::sys::CUstream,
+    args: &mut [*mut std::ffi::c_void],
+    programmatic: bool,
+) -> Result<()> {
+    // SAFETY: the caller's promises.
+    unsafe {
+        if programmatic {
+            launch_with_attribute(f, grid, block, smem_bytes, stream, args, LaunchAttribute::ProgrammaticDependent)
+        } else {
+            cudarc::driver::result::launch_kernel(f, grid, (block, 1, 1), smem_bytes, stream, args)?;
+            Ok(())
+        }
+    }
+}
+
 /// Launches `f` through `cuLaunchKernelEx` with one launch attribute.
 ///
 /// Safety: as `cuLaunchKernel`: `args` matches `f`'s parameters, every address they carry is
