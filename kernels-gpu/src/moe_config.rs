@@ -147,10 +147,11 @@ impl MoeTile {
                     return Err("moe tile: at most 32 features per warp (each thread decodes features_per_warp / 4 of a step's chunks, at most a step's 8)");
                 }
                 // Per lane: the accumulators, one chunk's A (4 words per 16 features) and B
-                // (2 words per 8 rows) fragments, their scales and offsets (2 per 16-feature
-                // tile and half, 3 per 8-row tile), and ~48 of addresses and loop state.
+                // (2 words per 8 rows) fragments, the weights' scales and offsets (2 per
+                // 16-feature tile and half), the rows' scales and sums of the 8-row tile being
+                // scaled (6: they are loaded per tile), and ~48 of addresses and loop state.
                 let (m_tiles, n_tiles) = (self.features_per_warp / 16, self.rows / 8);
-                if 4 * m_tiles * n_tiles + 4 * m_tiles + 2 * n_tiles + 8 * m_tiles + 6 * n_tiles + 48 > budget {
+                if 4 * m_tiles * n_tiles + 4 * m_tiles + 2 * n_tiles + 8 * m_tiles + 6 + 48 > budget {
                     return Err("moe tile: accumulators leave too few registers under the launch bound");
                 }
             }

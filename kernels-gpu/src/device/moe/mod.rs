@@ -73,8 +73,12 @@
 //!
 //! The per-chunk f32 scaling is the price of q8_1's scale per 32 activations: each
 //! accumulator takes one multiply-add per chunk, so the CUDA cores, not the tensor cores, bound
-//! this loop (the integer-to-float conversion is two full-rate instructions,
-//! `small_int_to_f32`, not the quarter-rate `cvt`).
+//! this loop. Each chunk's integer dot becomes a float in one subtract: the `mma` starts its
+//! accumulator at the bits of 1.5 · 2^23 ([`MAGIC`]), so it returns the float 1.5 · 2^23 + dot
+//! (the quarter-rate `cvt` would cost more than the multiply-add).
+//!
+//! Each step, before decoding, the block asks L2 for the next step's weights
+//! (`prefetch.global.L2`), so the step after waits on L2 rather than on DRAM.
 
 use crate::abi::{moe_params_entry, MoeParams};
 use crate::device::ptx::{
@@ -522,14 +526,19 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
 // 3b. Multiply on the int8 tensor cores
 // -------------------------------------------------------------------------------------------
 
-/// `i` as f32, exactly, for `|i| < 2^22`: the bits of 1.5 · 2^23 plus `i` are the float
-/// 1.5 · 2^23 + i, so one integer add and one float subtract replace `cvt.rn.f32.s32`, which
-/// runs at a quarter of the float rate or less. A 32-weight chunk's product is at most
-/// 32 · 128 · 127 < 2^19 in magnitude.
+/// 1.5 · 2^23, and its bits: for an integer `|i| < 2^22`, the bits `MAGIC_BITS + i` are the
+/// float `MAGIC + i` exactly. A 32-weight chunk's product is at most 32 · 128 · 127 < 2^19 in
+/// magnitude, so an integer dot product taken with the accumulator starting at `MAGIC_BITS`
+/// (the `mma`'s C operand: free) becomes a float with one subtract ([`biased_dot_to_f32`])
+/// instead of `cvt.rn.f32.s32`, which runs at a quarter of the float rate or less.
+const MAGIC: f32 = 12_582_912.0;
+const MAGIC_BITS: i32 = 0x4B40_0000;
+const MAGIC_ACC: [i32; 4] = [MAGIC_BITS; 4];
+
+/// The dot product `biased − MAGIC_BITS` as f32, exactly (see [`MAGIC`]).
 #[inline(always)]
-fn small_int_to_f32(i: i32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
-    f32::from_bits((i + MAGIC.to_bits() as i32) as u32) - MAGIC
+fn biased_dot_to_f32(biased: i32) -> f32 {
+    f32::from_bits(biased as u32) - MAGIC
 }
 
 /// The 16×8 product over 16 of k (`a` = rows g and g + 8, `b` = column g, `c` as
@@ -546,14 +555,14 @@ fn mma_k16<const M8N8K16: bool>(a: [u32; 2], b: u32, c: [i32; 4]) -> [i32; 4] {
     }
 }
 
-/// The 16×8 product over a whole 32-weight chunk: one `m16n8k32`, or two k16 halves.
+/// The 16×8 product over a whole 32-weight chunk plus `c`: one `m16n8k32`, or two k16 halves.
 #[inline(always)]
-fn mma_k32<const M8N8K16: bool>(a: [u32; 4], b: [u32; 2]) -> [i32; 4] {
+fn mma_k32<const M8N8K16: bool>(a: [u32; 4], b: [u32; 2], c: [i32; 4]) -> [i32; 4] {
     if M8N8K16 {
-        let low = mma_k16::<true>([a[0], a[1]], b[0], [0; 4]);
+        let low = mma_k16::<true>([a[0], a[1]], b[0], c);
         mma_k16::<true>([a[2], a[3]], b[1], low)
     } else {
-        mma_m16n8k32_s8(a, b, [0; 4])
+        mma_m16n8k32_s8(a, b, c)
     }
 }
 
@@ -643,6 +652,18 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
         // alias, as far as the compiler knows), their global loads are issued together, and
         // the thread waits for memory once per batch instead of once per chunk.
         let per_thread = block_features * STEP / threads;
+        // The next step's weights go to L2 now, while this step is decoded and multiplied
+        // (one line per chunk: the byte of the row where chunk kc's share of it starts).
+        if chunk0 + STEP < k_chunks {
+            for i in 0..per_thread {
+                let piece = tid + i * threads;
+                let (f, kc) = (piece / STEP, chunk0 + STEP + piece % STEP);
+                if kc < k_chunks {
+                    let j = (feature_base + f).min(n - 1);
+                    prefetch_global_l2(expert_weights.add(j * row_bytes + kc * B::FORMAT.block_bytes() / chunks_per_block::<B>()));
+                }
+            }
+        }
         let mut batch_start = 0;
         while batch_start < per_thread {
             let mut chunks = [Chunk { values: [0; 8], scale: [0.0; 2], offset: [0.0; 2] }; 4];
@@ -737,20 +758,20 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                     let sums: [[f32; 2]; 2] = core::array::from_fn(|j| core::array::from_fn(|h| if B::HAS_OFFSET { *x_sum.add((2 * c + h) * x_stride + r[j]) } else { 0.0 }));
                     let out = &mut acc[m][nt];
                     if B::HALF_SCALES {
-                        let low = mma_k16::<M8N8K16>([a[m][0], a[m][1]], b[nt][0], [0; 4]);
-                        let high = mma_k16::<M8N8K16>([a[m][2], a[m][3]], b[nt][1], [0; 4]);
+                        let low = mma_k16::<M8N8K16>([a[m][0], a[m][1]], b[nt][0], MAGIC_ACC);
+                        let high = mma_k16::<M8N8K16>([a[m][2], a[m][3]], b[nt][1], MAGIC_ACC);
                         for e in 0..4 {
                             let (i, j) = (e / 2, e % 2);
-                            out[e] += d[j] * (w_s[i][0] * small_int_to_f32(low[e]) + w_s[i][1] * small_int_to_f32(high[e]));
+                            out[e] += d[j] * (w_s[i][0] * biased_dot_to_f32(low[e]) + w_s[i][1] * biased_dot_to_f32(high[e]));
                             if B::HAS_OFFSET {
                                 out[e] += w_o[i][0] * sums[j][0] + w_o[i][1] * sums[j][1];
                             }
                         }
                     } else {
-                        let dot = mma_k32::<M8N8K16>(a[m], b[nt]);
+                        let dot = mma_k32::<M8N8K16>(a[m], b[nt], MAGIC_ACC);
                         for e in 0..4 {
                             let (i, j) = (e / 2, e % 2);
-                            out[e] += w_s[i][0] * d[j] * small_int_to_f32(dot[e]);
+                            out[e] += w_s[i][0] * d[j] * biased_dot_to_f32(dot[e]);
                             if B::HAS_OFFSET {
                                 out[e] += w_o[i][0] * (sums[j][0] + sums[j][1]);
                             }
@@ -915,8 +936,11 @@ macro_rules! define_moe_entries {
                     const ROWS: usize = T.rows as usize;
                     const WARPS: usize = T.warps as usize;
                     const FEATURES: usize = T.features_per_warp as usize;
+                    // Every arm is instantiated; the dp4a tile takes at most 32 rows, so its
+                    // arm gets a stand-in when an mma tile has more (that arm never runs).
+                    const DP4A_ROWS: usize = if ROWS <= LANES as usize { ROWS } else { LANES as usize };
                     match T.engine {
-                        MoeEngine::Dp4a | MoeEngine::Dp4aRow => mul_mat_id::<$block, ROWS, WARPS, FEATURES>(&params),
+                        MoeEngine::Dp4a | MoeEngine::Dp4aRow => mul_mat_id::<$block, DP4A_ROWS, WARPS, FEATURES>(&params),
                         MoeEngine::MmaM8n8k16 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, true>(&params),
                         MoeEngine::MmaM16n8k32 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, false>(&params),
                     }
