@@ -73,16 +73,19 @@
 //!
 //! The per-chunk f32 scaling is the price of q8_1's scale per 32 activations: each
 //! accumulator takes one multiply-add per chunk, so the CUDA cores, not the tensor cores, bound
-//! this loop. Each chunk's integer dot becomes a float in one subtract: the `mma` starts its
-//! accumulator at the bits of 1.5 · 2^23 ([`MAGIC`]), so it returns the float 1.5 · 2^23 + dot
-//! (the quarter-rate `cvt` would cost more than the multiply-add).
+//! this loop, and it is written to take three float instructions per accumulator and chunk:
+//! the integer dot becomes a float in one subtract (the `mma` starts its accumulator at the
+//! bits of 1.5 · 2^23, [`MAGIC`], so it returns the float 1.5 · 2^23 + dot; the quarter-rate
+//! `cvt` would cost more than the rest), one multiply forms `scale_w · d_x`, and one explicit
+//! `fma` adds the product (Rust never contracts `a * b + c` by itself: written so, it is a
+//! multiply and an add).
 //!
 //! Each step, before decoding, the block asks L2 for the next step's weights
 //! (`prefetch.global.L2`), so the step after waits on L2 rather than on DRAM.
 
 use crate::abi::{moe_params_entry, MoeParams};
 use crate::device::ptx::{
-    allow_dependent_launch, ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, load_global_u32x4, prefetch_global_l2, wait_for_prerequisite_grid, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
+    allow_dependent_launch, ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, fma, load_global_u32x4, prefetch_global_l2, wait_for_prerequisite_grid, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
     thread_idx_x,
 };
 use crate::device::BUILD_CONFIG;
@@ -762,18 +765,19 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                         let high = mma_k16::<M8N8K16>([a[m][2], a[m][3]], b[nt][1], MAGIC_ACC);
                         for e in 0..4 {
                             let (i, j) = (e / 2, e % 2);
-                            out[e] += d[j] * (w_s[i][0] * biased_dot_to_f32(low[e]) + w_s[i][1] * biased_dot_to_f32(high[e]));
+                            let halves = fma(w_s[i][1], biased_dot_to_f32(high[e]), w_s[i][0] * biased_dot_to_f32(low[e]));
+                            out[e] = fma(d[j], halves, out[e]);
                             if B::HAS_OFFSET {
-                                out[e] += w_o[i][0] * sums[j][0] + w_o[i][1] * sums[j][1];
+                                out[e] = fma(w_o[i][0], sums[j][0], fma(w_o[i][1], sums[j][1], out[e]));
                             }
                         }
                     } else {
                         let dot = mma_k32::<M8N8K16>(a[m], b[nt], MAGIC_ACC);
                         for e in 0..4 {
                             let (i, j) = (e / 2, e % 2);
-                            out[e] += w_s[i][0] * d[j] * biased_dot_to_f32(dot[e]);
+                            out[e] = fma(w_s[i][0] * d[j], biased_dot_to_f32(dot[e]), out[e]);
                             if B::HAS_OFFSET {
-                                out[e] += w_o[i][0] * (sums[j][0] + sums[j][1]);
+                                out[e] = fma(w_o[i][0], sums[j][0] + sums[j][1], out[e]);
                             }
                         }
                     }
