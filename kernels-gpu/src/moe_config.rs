@@ -143,9 +143,6 @@ impl MoeTile {
                 if self.rows % 8 != 0 || self.features_per_warp % 16 != 0 {
                     return Err("moe tile: mma tiles take rows in 8s and features in 16s");
                 }
-                if (self.rows * MOE_MMA_STEP_CHUNKS * 2) % self.threads() != 0 {
-                    return Err("moe tile: each thread stages an equal share of a step's activations (rows · 16 a multiple of the threads)");
-                }
                 if self.features_per_warp > 32 {
                     return Err("moe tile: at most 32 features per warp (each thread decodes features_per_warp / 4 of a step's chunks, at most a step's 8)");
                 }

@@ -655,23 +655,6 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
         // alias, as far as the compiler knows), their global loads are issued together, and
         // the thread waits for memory once per batch instead of once per chunk.
         let per_thread = block_features * STEP / threads;
-        // The step's activations (row r, chunk c, half h: 16 bytes and the chunk's scale per
-        // piece; only rows that exist, only chunks inside K, zeros for the rest) are loaded
-        // into registers first and stored after the decode, so that their latency overlaps
-        // the decode's loads instead of following them. (Constant trip counts: the arrays stay
-        // in registers; `x_pieces` as the guard.)
-        let x_pieces = ROWS * STEP * 2 / threads;
-        let x_piece = |piece: usize| (piece / (2 * STEP), piece / 2 % STEP, piece % 2);
-        let mut x_words = [[0u32; 4]; ROWS];
-        let mut x_scale = [0f32; ROWS];
-        for i in 0..ROWS {
-            let (r, c, h) = x_piece(tid + i * threads);
-            if i < x_pieces && r < rows && c < step_chunks {
-                let (kc, x_row) = (chunk0 + c, x_row_of_slot(p, *smem_slot.add(r) as usize));
-                x_words[i] = load_global_u32x4(p.x_q.ptr().add(x_row * words_per_row + kc * CHUNK_WORDS + h * 4));
-                x_scale[i] = *p.x_d.ptr().add(x_row * k_chunks + kc);
-            }
-        }
         // The next step's weights go to L2 now, while this step is decoded and multiplied
         // (one line per chunk: the byte of the row where chunk kc's share of it starts).
         if chunk0 + STEP < k_chunks {
@@ -722,20 +705,26 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
             // their loads would all be hoisted together, past the register budget.
             batch_start = ((batch_start + chunks_in_flight) as u32).opaque() as usize;
         }
-        // Store the step's activations, loaded before the decode.
-        for i in 0..ROWS {
-            if i < x_pieces {
-                let (r, c, h) = x_piece(tid + i * threads);
-                let (words, d) = (x_words[i], x_scale[i]);
-                *(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *mut Words4) = Words4(words);
-                if B::HAS_OFFSET {
-                    let sum = words.iter().fold(0, |s, &w| dp4a(ONES, w, s));
-                    *x_sum.add((2 * c + h) * x_stride + r) = d * sum as f32;
-                }
-                if h == 0 {
-                    *x_d.add(c * x_stride + r) = d;
-                }
+        // Stage the step's activations: row r, chunk c, half h (16 bytes).
+        let mut piece = tid;
+        while piece < ROWS * STEP * 2 {
+            let (r, c, h) = (piece / (2 * STEP), piece / 2 % STEP, piece % 2);
+            let kc = chunk0 + c;
+            let (mut words, mut d) = ([0u32; 4], 0.0);
+            if r < rows && c < step_chunks {
+                let x_row = x_row_of_slot(p, *smem_slot.add(r) as usize);
+                words = load_global_u32x4(p.x_q.ptr().add(x_row * words_per_row + kc * CHUNK_WORDS + h * 4));
+                d = *p.x_d.ptr().add(x_row * k_chunks + kc);
             }
+            *(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *mut Words4) = Words4(words);
+            if B::HAS_OFFSET {
+                let sum = words.iter().fold(0, |s, &w| dp4a(ONES, w, s));
+                *x_sum.add((2 * c + h) * x_stride + r) = d * sum as f32;
+            }
+            if h == 0 {
+                *x_d.add(c * x_stride + r) = d;
+            }
+            piece += threads;
         }
         sync_threads();
 
@@ -760,25 +749,9 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                 let f = [warp_feature + 16 * m + g, warp_feature + 16 * m + g + 8];
                 let w_s: [[f32; 2]; 2] = core::array::from_fn(|i| core::array::from_fn(|h| *w_scale.add((2 * c + h) * w_stride + f[i])));
                 let w_o: [[f32; 2]; 2] = core::array::from_fn(|i| core::array::from_fn(|h| if B::HAS_OFFSET { *w_offset.add((2 * c + h) * w_stride + f[i]) } else { 0.0 }));
-                // The m-tile's products are all issued before any is scaled, so that no
-                // warp waits on the tensor pipe's latency between one product and the next
-                // (ncu counted 2 cycles of such waits per issued instruction when each product
-                // was scaled as soon as it was taken). Fragments of rows that do not exist are
-                // skipped (a condition uniform over the block, so every lane still takes every
-                // mma together).
-                let mut low = [MAGIC_ACC; ROWS]; // the k32 product, or the first 16 of k
-                let mut high = [MAGIC_ACC; ROWS]; // the last 16 of k (HALF_SCALES)
                 for nt in 0..n_tiles {
-                    if nt < live_n_tiles {
-                        if B::HALF_SCALES {
-                            low[nt] = mma_k16::<M8N8K16>([a[m][0], a[m][1]], b[nt][0], MAGIC_ACC);
-                            high[nt] = mma_k16::<M8N8K16>([a[m][2], a[m][3]], b[nt][1], MAGIC_ACC);
-                        } else {
-                            low[nt] = mma_k32::<M8N8K16>(a[m], b[nt], MAGIC_ACC);
-                        }
-                    }
-                }
-                for nt in 0..n_tiles {
+                    // Fragments of rows that do not exist are skipped (a condition uniform
+                    // over the block, so every lane still takes every mma together).
                     if nt >= live_n_tiles {
                         continue;
                     }
@@ -787,16 +760,22 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                     let d: [f32; 2] = core::array::from_fn(|j| *x_d.add(c * x_stride + r[j]));
                     let sums: [[f32; 2]; 2] = core::array::from_fn(|j| core::array::from_fn(|h| if B::HAS_OFFSET { *x_sum.add((2 * c + h) * x_stride + r[j]) } else { 0.0 }));
                     let out = &mut acc[m][nt];
-                    for e in 0..4 {
-                        let (i, j) = (e / 2, e % 2);
-                        if B::HALF_SCALES {
-                            let halves = fma(w_s[i][1], biased_dot_to_f32(high[nt][e]), w_s[i][0] * biased_dot_to_f32(low[nt][e]));
+                    if B::HALF_SCALES {
+                        let low = mma_k16::<M8N8K16>([a[m][0], a[m][1]], b[nt][0], MAGIC_ACC);
+                        let high = mma_k16::<M8N8K16>([a[m][2], a[m][3]], b[nt][1], MAGIC_ACC);
+                        for e in 0..4 {
+                            let (i, j) = (e / 2, e % 2);
+                            let halves = fma(w_s[i][1], biased_dot_to_f32(high[e]), w_s[i][0] * biased_dot_to_f32(low[e]));
                             out[e] = fma(d[j], halves, out[e]);
                             if B::HAS_OFFSET {
                                 out[e] = fma(w_o[i][0], sums[j][0], fma(w_o[i][1], sums[j][1], out[e]));
                             }
-                        } else {
-                            out[e] = fma(w_s[i][0] * d[j], biased_dot_to_f32(low[nt][e]), out[e]);
+                        }
+                    } else {
+                        let dot = mma_k32::<M8N8K16>(a[m], b[nt], MAGIC_ACC);
+                        for e in 0..4 {
+                            let (i, j) = (e / 2, e % 2);
+                            out[e] = fma(w_s[i][0] * d[j], biased_dot_to_f32(dot[e]), out[e]);
                             if B::HAS_OFFSET {
                                 out[e] = fma(w_o[i][0], sums[j][0] + sums[j][1], out[e]);
                             }
