@@ -34,7 +34,7 @@
 //! and a second kernel merges them in a fixed order (the same bits on every run).
 
 use crate::error::{Error, Result};
-use crate::runtime::{launch_after_previous, Cukernels};
+use crate::runtime::{launch, Cukernels, LaunchAttribute};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::sync::Arc;
 use cukernels_gpu::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
@@ -819,7 +819,7 @@ impl Cukernels {
             // SAFETY: as above; the merge reads the workspace the forward launch wrote, in
             // stream order, and writes O's rows (and LSE) that the plan validated.
             unsafe {
-                launch_after_previous(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, plan.merge_overlaps_split)?;
+                launch(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, plan.merge_overlaps_split.then_some(LaunchAttribute::ProgrammaticDependent))?;
             }
         }
         drop((cu_q, cu_k, table, slopes, sinks, workspace));

@@ -48,7 +48,7 @@
 
 use crate::error::{Error, Result};
 use crate::quant::dequantize;
-use crate::runtime::{launch_after_previous, Cukernels};
+use crate::runtime::{launch, Cukernels, LaunchAttribute};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use cukernels_gpu::moe_flags::{QUANTIZE_ONLY, X_BF16, X_F16};
 use cukernels_gpu::quant::GgufFormat;
@@ -592,7 +592,7 @@ impl Cukernels {
             let grid = (plan.matmul_grid.0, plan.matmul_grid.1, 1);
             // With PDL, the direct kernel of an sm_90+ build waits for the prepare grid
             // (`griddepcontrol.wait`) before it reads the quantized activations.
-            launch_after_previous(matmul.cu_function(), grid, plan.matmul_threads, plan.matmul_smem, s, &mut args, plan.matmul_overlaps_prepare)?;
+            launch(matmul.cu_function(), grid, plan.matmul_threads, plan.matmul_smem, s, &mut args, plan.matmul_overlaps_prepare.then_some(LaunchAttribute::ProgrammaticDependent))?;
         }
         Ok(())
     }

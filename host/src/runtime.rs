@@ -278,7 +278,7 @@ impl std::fmt::Debug for Cukernels {
     }
 }
 
-/// A launch attribute of [`launch_with_attribute`].
+/// A launch attribute of [`launch`].
 pub(crate) enum LaunchAttribute {
     /// Thread-block clusters of this many blocks along y (sm_90 and newer).
     ClusterY(u32),
@@ -287,46 +287,28 @@ pub(crate) enum LaunchAttribute {
     ProgrammaticDependent,
 }
 
-/// Launches `f` after the previous launch on `stream`: as its programmatic dependent when
-/// `programmatic` (it may start while that grid drains; its kernel waits for the grid itself,
-/// `griddepcontrol.wait`, sm_90 and newer), else as an ordinary launch.
-///
-/// Safety: as [`launch_with_attribute`].
-pub(crate) unsafe fn launch_after_previous(
-    f: cudarc::driver::sys::CUfunction,
-    grid: (u32, u32, u32),
-    block: u32,
-    smem_bytes: u32,
-    stream: cudarc::driver::sys::CUstream,
-    args: &mut [*mut std::ffi::c_void],
-    programmatic: bool,
-) -> Result<()> {
-    // SAFETY: the caller's promises.
-    unsafe {
-        if programmatic {
-            launch_with_attribute(f, grid, block, smem_bytes, stream, args, LaunchAttribute::ProgrammaticDependent)
-        } else {
-            cudarc::driver::result::launch_kernel(f, grid, (block, 1, 1), smem_bytes, stream, args)?;
-            Ok(())
-        }
-    }
-}
-
-/// Launches `f` through `cuLaunchKernelEx` with one launch attribute.
+/// Launches `f` through `cuLaunchKernelEx` with one launch attribute, or, with none, through
+/// `cuLaunchKernel` (the callers that take an attribute only on some builds, a programmatic
+/// dependent on sm_90 and newer, launch through here either way).
 ///
 /// Safety: as `cuLaunchKernel`: `args` matches `f`'s parameters, every address they carry is
 /// valid for what the kernel does with it for the duration of the launch, and the attribute
 /// is one the kernel was built for (a cluster reduction, a wait for its prerequisite grid).
-pub(crate) unsafe fn launch_with_attribute(
+pub(crate) unsafe fn launch(
     f: cudarc::driver::sys::CUfunction,
     grid: (u32, u32, u32),
     block: u32,
     smem_bytes: u32,
     stream: cudarc::driver::sys::CUstream,
     args: &mut [*mut std::ffi::c_void],
-    attribute: LaunchAttribute,
+    attribute: Option<LaunchAttribute>,
 ) -> Result<()> {
     use cudarc::driver::sys::{CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig};
+    let Some(attribute) = attribute else {
+        // SAFETY: the caller's promises above.
+        unsafe { cudarc::driver::result::launch_kernel(f, grid, (block, 1, 1), smem_bytes, stream, args) }?;
+        return Ok(());
+    };
     // SAFETY (zeroed): a C union of plain integers; all zeros is a valid value of it.
     let mut value: CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
     let id = match attribute {

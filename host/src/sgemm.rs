@@ -27,7 +27,7 @@
 //! the same bits on every run.
 
 use crate::error::{Error, Result};
-use crate::runtime::{launch_with_attribute, Cukernels, LaunchAttribute};
+use crate::runtime::{launch, Cukernels, LaunchAttribute};
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR};
@@ -685,6 +685,6 @@ impl Cukernels {
         // SAFETY: as in `launch_sgemm` (validated plan, parameter array matching the entry
         // point); the plan only has k splits on an architecture with clusters, whose PTX has
         // the reduction.
-        unsafe { launch_with_attribute(f, p.grid, p.block, p.smem_bytes, stream, args, LaunchAttribute::ClusterY(p.grid.1)) }
+        unsafe { launch(f, p.grid, p.block, p.smem_bytes, stream, args, Some(LaunchAttribute::ClusterY(p.grid.1))) }
     }
 }
