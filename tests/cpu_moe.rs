@@ -207,11 +207,15 @@ fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
             // 8 of 128 experts per token: the rows per expert average tokens / 16.
             let tiled_blocks = (tokens * 8).div_ceil(config.tiled.rows as usize) * 768usize.div_ceil(config.tiled.features() as usize);
             let decode = tokens * 8 <= config.decode_max_rows as usize * 128 || tiled_blocks < config.tiled_min_blocks as usize;
+            let tall_blocks = (tokens * 8).div_ceil(config.tall.rows as usize) * 768usize.div_ceil(config.tall.features() as usize);
+            let tall = tokens * 8 >= config.tall_min_rows as usize * 128 && tall_blocks >= config.tall_min_blocks as usize;
             let direct = tokens * 8 <= config.direct_max_slots as usize && (tokens * 8 <= config.direct_max_rows as usize * 128 || tokens * 8 <= config.direct_any_rows_slots as usize);
             let path = if direct {
                 MoePath::Direct
             } else if decode {
                 MoePath::Decode
+            } else if tall {
+                MoePath::TiledTall
             } else {
                 MoePath::Tiled
             };
@@ -220,8 +224,12 @@ fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
             if tokens == 1 {
                 assert_eq!(path, MoePath::Direct, "{}: one token of 8 experts takes the direct path", config.arch);
             }
+            if tokens == 256 {
+                assert_eq!(path, MoePath::Tiled, "{}: 256 tokens of 128 experts (16 rows each) take the tiled path", config.arch);
+            }
             if tokens >= 512 {
-                assert_eq!(path, MoePath::Tiled, "{}: 512 tokens of 128 experts take the tiled path", config.arch);
+                let expected = if config.tall_min_rows == u32::MAX { MoePath::Tiled } else { MoePath::TiledTall };
+                assert_eq!(path, expected, "{}: 512 tokens of 128 experts (32 rows each) take the tall tiles", config.arch);
             }
             let tile = config.tile(plan.path, GgufFormat::Q4_0);
             assert_eq!(plan.matmul_threads, tile.threads());

@@ -72,7 +72,7 @@ pub fn config_table() -> String {
             .unwrap();
         }
     }
-    writeln!(s, "\nMoE mul_mat_id configs (tile rows x features, warps x features per warp, engine, smem, designed blocks/SM; direct path up to the slots shown (* light formats; the others at 1 row per expert), then decode up to the average rows per expert shown, then tiled)").unwrap();
+    writeln!(s, "\nMoE mul_mat_id configs (tile rows x features, warps x features per warp, engine, smem, designed blocks/SM; direct path up to the slots shown (* light formats; the others at 1 row per expert), then decode up to the average rows per expert shown, then tiled, tall tiles from the average rows per expert shown)").unwrap();
     writeln!(s, "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}", "arch", "path", "tile", "warps", "engine", "smem B", "blk/SM", "up to").unwrap();
     for arch in Arch::ALL {
         let row = moe_config(arch);
@@ -83,6 +83,7 @@ pub fn config_table() -> String {
                 MoePath::Direct => format!("{}sl {}/exp|{}sl*", row.direct_max_slots, row.direct_max_rows, row.direct_any_rows_slots),
                 MoePath::Decode => format!("{} rows/exp", row.decode_max_rows),
                 MoePath::Tiled => "-".to_string(),
+                MoePath::TiledTall => format!("from {} rows/exp", row.tall_min_rows),
             };
             writeln!(
                 s,

@@ -369,7 +369,7 @@ impl MulMatId {
         // counts. Direct: one block per slot.
         let tile_bound = match path {
             MoePath::Direct => slots as u64,
-            MoePath::Decode | MoePath::Tiled => (slots.div_ceil(tile.rows as usize) + (last - first).min(slots)) as u64,
+            MoePath::Decode | MoePath::Tiled | MoePath::TiledTall => (slots.div_ceil(tile.rows as usize) + (last - first).min(slots)) as u64,
         };
         if tile_bound > MAX_GRID_X {
             return Err(too_big("tokens", self.tokens, "more row tiles than gridDim.x allows"));

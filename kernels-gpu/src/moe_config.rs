@@ -180,6 +180,14 @@ pub struct MoeArchConfig {
     pub decode: MoeDecodeShape,
     /// Large batches: more rows per tile, so each weight chunk decoded serves more products.
     pub tiled: MoeTile,
+    /// Experts with many rows: the tiled path with twice the rows per tile (each decoded
+    /// chunk serves twice the products; a tile of an expert with few rows is mostly empty).
+    pub tall: MoeTile,
+    /// The tall tile runs while the routed slots average at least this many rows per
+    /// computed expert (`slots ≥ tall_min_rows · experts`) and its grid has at least
+    /// `tall_min_blocks` blocks (`⌈slots / tall.rows⌉ · ⌈n / tall.features()⌉`).
+    pub tall_min_rows: u32,
+    pub tall_min_blocks: u32,
     /// The direct path (a block per slot and feature group, no routing): its warps and
     /// occupancy (one row, the decode tile's features per warp).
     pub direct: MoeDecodeShape,
@@ -212,6 +220,7 @@ impl MoeArchConfig {
                 MoeTile { rows, warps, features_per_warp: decode_features_per_warp(self.arch, format), blocks_per_sm, engine: MoeEngine::Dp4a }
             }
             MoePath::Tiled => self.tiled,
+            MoePath::TiledTall => self.tall,
             MoePath::Direct => {
                 let MoeDecodeShape { rows, warps, blocks_per_sm } = self.direct;
                 MoeTile { rows, warps, features_per_warp: decode_features_per_warp(self.arch, format), blocks_per_sm, engine: MoeEngine::Dp4aRow }
@@ -222,34 +231,40 @@ impl MoeArchConfig {
     /// `experts` computed experts and `n` output features takes.
     pub const fn path(&self, format: GgufFormat, slots: u64, experts: u64, n: u64) -> MoePath {
         let tiled_blocks = slots.div_ceil(self.tiled.rows as u64) * n.div_ceil(self.tiled.features() as u64);
+        let tall_blocks = slots.div_ceil(self.tall.rows as u64) * n.div_ceil(self.tall.features() as u64);
         let (max_rows, any_rows_slots) = if direct_rereads_pay(format) { (self.direct_max_rows, self.direct_any_rows_slots) } else { (1, 1) };
         if slots <= self.direct_max_slots as u64 && (slots <= max_rows as u64 * experts || slots <= any_rows_slots as u64) {
             MoePath::Direct
         } else if slots <= self.decode_max_rows as u64 * experts || tiled_blocks < self.tiled_min_blocks as u64 {
             MoePath::Decode
+        } else if slots >= self.tall_min_rows as u64 * experts && tall_blocks >= self.tall_min_blocks as u64 {
+            MoePath::TiledTall
         } else {
             MoePath::Tiled
         }
     }
 }
 
-/// The three matmul paths.
+/// The four matmul paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MoePath {
     /// Routed, few rows per expert: small tiles, many blocks.
     Decode,
     /// Routed, many rows per expert: tensor-core tiles (`dp4a` on sm_70).
     Tiled,
+    /// Routed, very many rows per expert: the tiled path with taller tiles.
+    TiledTall,
     /// Not routed: a block per slot (few tokens), quantizing its own activation row.
     Direct,
 }
 
 impl MoePath {
-    pub const ALL: [MoePath; 3] = [MoePath::Direct, MoePath::Decode, MoePath::Tiled];
+    pub const ALL: [MoePath; 4] = [MoePath::Direct, MoePath::Decode, MoePath::Tiled, MoePath::TiledTall];
     pub const fn name(self) -> &'static str {
         match self {
             MoePath::Decode => "decode",
             MoePath::Tiled => "tiled",
+            MoePath::TiledTall => "tall",
             MoePath::Direct => "direct",
         }
     }
@@ -329,6 +344,25 @@ const TILED_MMA_SM80: MoeTile = mma_tile(32, 4, 32, 2, MoeEngine::MmaM16n8k32);
 const TILED_MMA_100KB: MoeTile = mma_tile(32, 4, 16, 2, MoeEngine::MmaM16n8k32);
 /// sm_75 (64 KB per SM, `mma.m8n8k16`): one block of 8 warps × 16 features, 62 KB.
 const TILED_MMA_SM75: MoeTile = mma_tile(32, 8, 16, 1, MoeEngine::MmaM8n8k16);
+/// Tall tiles: 64 rows, the same features per warp. Measured on the H200 as the sm_100 probe
+/// row (`benches/results/2026-12-02-h200-moe-6d14be2-tiled-64-rows-probe-experiment.jsonl`,
+/// against the 32-row tile in the same run): 1.13-1.33x faster at 2048 tokens (16-128 rows
+/// per expert) on every shape and format, 1.16-1.18x at 32 rows per expert (Qwen3, 512
+/// tokens), 0.83-0.85x at 8-10 rows; three blocks per SM (75 KB, 158-168 registers without
+/// spills) ran faster than two (238-255 registers: ccb7582's run).
+const TALL_MMA: MoeTile = mma_tile(64, 4, 32, 3, MoeEngine::MmaM16n8k32);
+/// sm_80's 164 KB hold two 75 KB blocks.
+const TALL_MMA_SM80: MoeTile = mma_tile(64, 4, 32, 2, MoeEngine::MmaM16n8k32);
+/// The 100 KB SMs: 64 rows × 4 warps × 16 features, 49 KB, two blocks.
+const TALL_MMA_100KB: MoeTile = mma_tile(64, 4, 16, 2, MoeEngine::MmaM16n8k32);
+/// sm_75: 64 rows × 4 warps × 16 features, 49 KB, one block.
+const TALL_MMA_SM75: MoeTile = mma_tile(64, 4, 16, 1, MoeEngine::MmaM8n8k16);
+/// The tall tile from 32 rows per expert on average (a guess between the measured 10, where
+/// it lost, and 32, where it won) ...
+const TALL_MIN_ROWS: u32 = 32;
+/// ... while its grid holds two blocks per SM of a 132-SM GPU (a dense 4096-feature matmul of
+/// 128 tokens, 64 blocks, ran 0.72x the 32-row tile's 128).
+const TALL_MIN_BLOCKS: u32 = 256;
 /// Measured on the H200 with the tensor-core tiled path (q4_0, 128 experts, 8 used,
 /// 768 × 2048, one row per slot; both paths forced,
 /// `benches/results/2026-12-01-h200-moe-mma.jsonl`): decode is 1.4x faster at 32 tokens
@@ -350,7 +384,16 @@ const fn row(arch: Arch) -> MoeArchConfig {
         Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => TILED_MMA_100KB,
         Arch::Sm90 | Arch::Sm100 => TILED_MMA,
     };
-    MoeArchConfig { arch, decode, tiled, direct: DIRECT, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, direct_any_rows_slots: DIRECT_ANY_ROWS_SLOTS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
+    // sm_70 has no tensor cores: its tall "tile" is the dp4a tile, never chosen (at most 32
+    // rows: lane r writes row r), but forcing it runs the same kernel correctly.
+    let (tall, tall_min_rows) = match arch {
+        Arch::Sm70 => (TILED, u32::MAX),
+        Arch::Sm75 => (TALL_MMA_SM75, TALL_MIN_ROWS),
+        Arch::Sm80 => (TALL_MMA_SM80, TALL_MIN_ROWS),
+        Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => (TALL_MMA_100KB, TALL_MIN_ROWS),
+        Arch::Sm90 | Arch::Sm100 => (TALL_MMA, TALL_MIN_ROWS),
+    };
+    MoeArchConfig { arch, decode, tiled, tall, tall_min_rows, tall_min_blocks: TALL_MIN_BLOCKS, direct: DIRECT, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, direct_any_rows_slots: DIRECT_ANY_ROWS_SLOTS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
 }
 
 /// Every architecture's row, in [`Arch::ALL`] order. The decode path is `dp4a` everywhere;
@@ -381,26 +424,26 @@ pub struct MoeKernel {
 }
 
 /// Lists the family's entry points for `$callback`: the matmuls as (decode name, tiled name,
-/// direct name, format, block type), then the prepare kernel (router and quantizer).
+/// tall name, direct name, format, block type), then the prepare kernel (router and quantizer).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! with_moe_kernels {
     ($callback:ident) => {
         $callback! {
             matmul: [
-                (cukernels_moe_decode_q4_0, cukernels_moe_tiled_q4_0, cukernels_moe_direct_q4_0, Q4_0, BlockQ4_0),
-                (cukernels_moe_decode_q4_1, cukernels_moe_tiled_q4_1, cukernels_moe_direct_q4_1, Q4_1, BlockQ4_1),
-                (cukernels_moe_decode_q5_0, cukernels_moe_tiled_q5_0, cukernels_moe_direct_q5_0, Q5_0, BlockQ5_0),
-                (cukernels_moe_decode_q5_1, cukernels_moe_tiled_q5_1, cukernels_moe_direct_q5_1, Q5_1, BlockQ5_1),
-                (cukernels_moe_decode_q8_0, cukernels_moe_tiled_q8_0, cukernels_moe_direct_q8_0, Q8_0, BlockQ8_0),
-                (cukernels_moe_decode_q2_k, cukernels_moe_tiled_q2_k, cukernels_moe_direct_q2_k, Q2K, BlockQ2K),
-                (cukernels_moe_decode_q3_k, cukernels_moe_tiled_q3_k, cukernels_moe_direct_q3_k, Q3K, BlockQ3K),
-                (cukernels_moe_decode_q4_k, cukernels_moe_tiled_q4_k, cukernels_moe_direct_q4_k, Q4K, BlockQ4K),
-                (cukernels_moe_decode_q5_k, cukernels_moe_tiled_q5_k, cukernels_moe_direct_q5_k, Q5K, BlockQ5K),
-                (cukernels_moe_decode_q6_k, cukernels_moe_tiled_q6_k, cukernels_moe_direct_q6_k, Q6K, BlockQ6K),
-                (cukernels_moe_decode_iq4_nl, cukernels_moe_tiled_iq4_nl, cukernels_moe_direct_iq4_nl, Iq4Nl, BlockIq4Nl),
-                (cukernels_moe_decode_iq4_xs, cukernels_moe_tiled_iq4_xs, cukernels_moe_direct_iq4_xs, Iq4Xs, BlockIq4Xs),
-                (cukernels_moe_decode_mxfp4, cukernels_moe_tiled_mxfp4, cukernels_moe_direct_mxfp4, Mxfp4, BlockMxfp4)
+                (cukernels_moe_decode_q4_0, cukernels_moe_tiled_q4_0, cukernels_moe_tall_q4_0, cukernels_moe_direct_q4_0, Q4_0, BlockQ4_0),
+                (cukernels_moe_decode_q4_1, cukernels_moe_tiled_q4_1, cukernels_moe_tall_q4_1, cukernels_moe_direct_q4_1, Q4_1, BlockQ4_1),
+                (cukernels_moe_decode_q5_0, cukernels_moe_tiled_q5_0, cukernels_moe_tall_q5_0, cukernels_moe_direct_q5_0, Q5_0, BlockQ5_0),
+                (cukernels_moe_decode_q5_1, cukernels_moe_tiled_q5_1, cukernels_moe_tall_q5_1, cukernels_moe_direct_q5_1, Q5_1, BlockQ5_1),
+                (cukernels_moe_decode_q8_0, cukernels_moe_tiled_q8_0, cukernels_moe_tall_q8_0, cukernels_moe_direct_q8_0, Q8_0, BlockQ8_0),
+                (cukernels_moe_decode_q2_k, cukernels_moe_tiled_q2_k, cukernels_moe_tall_q2_k, cukernels_moe_direct_q2_k, Q2K, BlockQ2K),
+                (cukernels_moe_decode_q3_k, cukernels_moe_tiled_q3_k, cukernels_moe_tall_q3_k, cukernels_moe_direct_q3_k, Q3K, BlockQ3K),
+                (cukernels_moe_decode_q4_k, cukernels_moe_tiled_q4_k, cukernels_moe_tall_q4_k, cukernels_moe_direct_q4_k, Q4K, BlockQ4K),
+                (cukernels_moe_decode_q5_k, cukernels_moe_tiled_q5_k, cukernels_moe_tall_q5_k, cukernels_moe_direct_q5_k, Q5K, BlockQ5K),
+                (cukernels_moe_decode_q6_k, cukernels_moe_tiled_q6_k, cukernels_moe_tall_q6_k, cukernels_moe_direct_q6_k, Q6K, BlockQ6K),
+                (cukernels_moe_decode_iq4_nl, cukernels_moe_tiled_iq4_nl, cukernels_moe_tall_iq4_nl, cukernels_moe_direct_iq4_nl, Iq4Nl, BlockIq4Nl),
+                (cukernels_moe_decode_iq4_xs, cukernels_moe_tiled_iq4_xs, cukernels_moe_tall_iq4_xs, cukernels_moe_direct_iq4_xs, Iq4Xs, BlockIq4Xs),
+                (cukernels_moe_decode_mxfp4, cukernels_moe_tiled_mxfp4, cukernels_moe_tall_mxfp4, cukernels_moe_direct_mxfp4, Mxfp4, BlockMxfp4)
             ],
             prepare: cukernels_moe_prepare
         }
@@ -408,13 +451,14 @@ macro_rules! with_moe_kernels {
 }
 
 macro_rules! moe_kernel_table {
-    (matmul: [$(($decode:ident, $tiled:ident, $direct:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
-        /// Every entry point of the `moe` family: the matmuls (decode, tiled, direct) per format in
+    (matmul: [$(($decode:ident, $tiled:ident, $tall:ident, $direct:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
+        /// Every entry point of the `moe` family: the matmuls (decode, tiled, tall, direct) per format in
         /// [`GgufFormat::ALL`] order, then the prepare kernel.
         pub const MOE_KERNELS: &[MoeKernel] = &[
             $(
                 MoeKernel { entry_point: stringify!($decode), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Decode) },
                 MoeKernel { entry_point: stringify!($tiled), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Tiled) },
+                MoeKernel { entry_point: stringify!($tall), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::TiledTall) },
                 MoeKernel { entry_point: stringify!($direct), kind: MoeKernelKind::MatMul(GgufFormat::$format, MoePath::Direct) },
             )*
             MoeKernel { entry_point: stringify!($prepare), kind: MoeKernelKind::Prepare },
@@ -452,15 +496,18 @@ const _: () = {
         if let Err(why) = row.tiled.check(row.arch) {
             panic!("{}", why);
         }
-        assert!(!matches!(row.tiled.engine, MoeEngine::Dp4aRow), "the tiled path gathers rows of many slots: the one-row direct engine cannot run it");
+        if let Err(why) = row.tall.check(row.arch) {
+            panic!("{}", why);
+        }
+        assert!(!matches!(row.tiled.engine, MoeEngine::Dp4aRow) && !matches!(row.tall.engine, MoeEngine::Dp4aRow), "the tiled paths gather rows of many slots: the one-row direct engine cannot run them");
         i += 1;
     }
     // The matmul list follows GgufFormat::ALL.
     let mut f = 0;
     while f < GgufFormat::ALL.len() {
-        match MOE_KERNELS[3 * f].kind {
+        match MOE_KERNELS[4 * f].kind {
             MoeKernelKind::MatMul(format, MoePath::Decode) => assert!(format as u8 == GgufFormat::ALL[f] as u8, "moe kernels follow GgufFormat::ALL"),
-            _ => panic!("moe kernels: decode, tiled and direct per format"),
+            _ => panic!("moe kernels: decode, tiled, tall and direct per format"),
         }
         f += 1;
     }

@@ -80,6 +80,10 @@
 //! `fma` adds the product (Rust never contracts `a * b + c` by itself: written so, it is a
 //! multiply and an add).
 //!
+//! Tall tiles (`MoePath::TiledTall`: 64 rows, the same kernel) serve experts with many rows:
+//! each decoded chunk then serves twice the rows. The host takes them from 32 rows per expert
+//! on average while their grid still fills the GPU ([`crate::moe_config::MoeArchConfig::path`]).
+//!
 //! Each step, before decoding, the block asks L2 for the next step's weights
 //! (`prefetch.global.L2`), so the step after waits on L2 rather than on DRAM.
 
@@ -915,8 +919,26 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
     }
 }
 
+/// The body of a tiled entry point: the tile `$tile` (a const expression) on its engine.
+macro_rules! tiled_matmul {
+    ($block:ident, $tile:expr, $params:expr) => {{
+        const T: crate::moe_config::MoeTile = $tile;
+        const ROWS: usize = T.rows as usize;
+        const WARPS: usize = T.warps as usize;
+        const FEATURES: usize = T.features_per_warp as usize;
+        // Every arm is instantiated; the dp4a tile takes at most 32 rows, so its arm gets a
+        // stand-in when an mma tile has more (that arm never runs).
+        const DP4A_ROWS: usize = if ROWS <= LANES as usize { ROWS } else { LANES as usize };
+        match T.engine {
+            MoeEngine::Dp4a | MoeEngine::Dp4aRow => mul_mat_id::<$block, DP4A_ROWS, WARPS, FEATURES>($params),
+            MoeEngine::MmaM8n8k16 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, true>($params),
+            MoeEngine::MmaM16n8k32 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, false>($params),
+        }
+    }};
+}
+
 macro_rules! define_moe_entries {
-    (matmul: [$(($decode:ident, $tiled:ident, $direct:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
+    (matmul: [$(($decode:ident, $tiled:ident, $tall:ident, $direct:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
         $(
             moe_params_entry!(
                 /// MoE matmul, decode path (see the module docs).
@@ -935,20 +957,15 @@ macro_rules! define_moe_entries {
                 /// # Safety
                 /// As the decode entry point.
                 $tiled,
-                |params| {
-                    const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tiled;
-                    const ROWS: usize = T.rows as usize;
-                    const WARPS: usize = T.warps as usize;
-                    const FEATURES: usize = T.features_per_warp as usize;
-                    // Every arm is instantiated; the dp4a tile takes at most 32 rows, so its
-                    // arm gets a stand-in when an mma tile has more (that arm never runs).
-                    const DP4A_ROWS: usize = if ROWS <= LANES as usize { ROWS } else { LANES as usize };
-                    match T.engine {
-                        MoeEngine::Dp4a | MoeEngine::Dp4aRow => mul_mat_id::<$block, DP4A_ROWS, WARPS, FEATURES>(&params),
-                        MoeEngine::MmaM8n8k16 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, true>(&params),
-                        MoeEngine::MmaM16n8k32 => mul_mat_id_mma::<$block, ROWS, WARPS, FEATURES, false>(&params),
-                    }
-                }
+                |params| { tiled_matmul!($block, moe_config(BUILD_CONFIG).tiled, &params) }
+            );
+            moe_params_entry!(
+                /// MoE matmul, tiled path with tall tiles (experts with many rows).
+                ///
+                /// # Safety
+                /// As the decode entry point.
+                $tall,
+                |params| { tiled_matmul!($block, moe_config(BUILD_CONFIG).tall, &params) }
             );
             moe_params_entry!(
                 /// MoE matmul, direct path (see the module docs).
