@@ -5,7 +5,7 @@
 
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
-    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose,
+    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K,
     k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
@@ -238,6 +238,13 @@ fn dispatcher_follows_its_rule() {
     }
     assert_ne!(choose(16384, 8, 16384, 1), "gemv");
     assert_ne!(choose(17, 4096, 4096, 1), "gemv");
+    // A short k leaves `gemv` only for problems too small to matter (GEMV_TINY_OUTPUTS): the
+    // randomized sweep's 2197 × (1 × 162 × 9) goes to the tiles, 16 × (21 × 3 × 3) stays.
+    assert_ne!(choose(1, 162, 9, 2197), "gemv");
+    assert_ne!(choose(1518, 3, 27, 764), "gemv");
+    assert_eq!(choose(21, 3, 3, 16), "gemv");
+    assert_eq!(choose(1, 162, GEMV_MIN_K, 2197), "gemv");
+    assert_ne!(choose(1, 162, GEMV_MIN_K - 1, 2197), "gemv");
     // Large problems fill the GPU with the biggest tile, unsplit.
     for s in [2048, 4096, 8192] {
         assert_eq!(choose(s, s, s, 1), "huge");

@@ -56,7 +56,7 @@ pub use moe::{MoeActivation, MoeBuffers, MoeInput, MoeLengths, MoePlan, MoeWorks
 pub use cukernels_gpu::{decode_features_per_warp, moe_config, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoeParams, MoePath, MoeTile, MOE_CONFIGS, MOE_KERNELS};
 pub use cukernels_gpu::moe_config::{direct_rereads_pay, MoeDecodeShape, MOE_ROUTE_EXPERTS_PER_PASS};
 pub use runtime::{check_kernel_limits, device_context, Cukernels, LoadedKernelAttributes};
-pub use sgemm::{choose_kernel, kernel_candidates, Layout, GEMV_DISPATCH_MAX, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
+pub use sgemm::{choose_kernel, kernel_candidates, Layout, GEMV_DISPATCH_MAX, GEMV_MIN_K, GEMV_TINY_OUTPUTS, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
 
 /// The README's examples, compiled as doc tests (`no_run`: they need a GPU).
 #[cfg(doctest)]

@@ -494,6 +494,21 @@ pub struct SgemmPlan {
 /// than the tiles' redundant rows.
 pub const GEMV_DISPATCH_MAX: usize = 4;
 
+/// The shortest dot product for which the dispatcher still picks `gemv` on a problem that is
+/// not tiny (see [`GEMV_TINY_OUTPUTS`]). `gemv` gives each output a warp (or a lane group) that
+/// streams its k; below ~128 most of those lanes idle, and the work is writing C, which the
+/// tiles do many outputs at a time. H200, randomized sweep of 2026-12-03 (every candidate
+/// timed): at k ≤ 89 with thousands of outputs `gemv` was 1.3-5.3x slower than the best tile
+/// (2197 × (1 × 162 × 9): 205 µs against 39.5 for `small`; 947 × (1951 × 2 × 87): 1.07 ms
+/// against 0.71 for `medium`); from k = 163 on it was the best candidate or within 7%.
+pub const GEMV_MIN_K: usize = 128;
+
+/// The most outputs (batch · m · n) of a problem that is launch-bound whatever runs it: there
+/// `gemv`, the lightest kernel, is kept at any k (same sweep: at k ≤ 84 and up to 11 152
+/// outputs it was the best candidate every time, 1.8-3.1x cuBLAS; from 81 328 outputs on it
+/// lost to the tiles).
+pub const GEMV_TINY_OUTPUTS: usize = 16_384;
+
 /// How fast one SM runs a variant's tiles, as the dispatcher's cost model sees it: with `w`
 /// warps resident, `peak × w / (w + half_warps)` (FMA work per unit of time): few warps cannot
 /// hide the shared-memory and pipeline latencies, many approach the tile's peak. Fitted to the
@@ -569,6 +584,8 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// `n ≤ GEMV_DISPATCH_MAX`, which `gemv` runs turned around (see [`Sgemm::plan`]), streaming
 /// A. `gemv` computes up to `GEMV_MAX_M` (8) rows in one pass, but from 5 rows on the tiles
 /// were as fast or faster (see [`GEMV_DISPATCH_MAX`]); from 9 `gemv` would take two passes.
+/// A short k is the exception: from [`GEMV_TINY_OUTPUTS`] outputs on, a product with
+/// `k < GEMV_MIN_K` goes to the tiles' cost model like any other.
 /// Otherwise every
 /// candidate ([`kernel_candidates`]) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
@@ -581,7 +598,8 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// estimate wins; ties go to the bigger tile and the fewer splits. `cukernels-bench`
 /// reports, per shape, how far this choice is from the fastest candidate (dispatch regret).
 pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmChoice {
-    if m.min(n) <= GEMV_DISPATCH_MAX {
+    let tiny = batch.max(1).saturating_mul(m).saturating_mul(n) <= GEMV_TINY_OUTPUTS;
+    if m.min(n) <= GEMV_DISPATCH_MAX && (k >= GEMV_MIN_K || tiny) {
         return SgemmVariant::Gemv.into();
     }
     let sms = sm_count.max(1) as f64;
