@@ -732,61 +732,19 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
         }
         sync_threads();
 
-        for c in 0..step_chunks {
-            let word = c * CHUNK_WORDS + t;
-            let a: [[u32; 4]; FEATURES] = core::array::from_fn(|m| {
-                if m >= m_tiles {
-                    return [0; 4];
-                }
-                let row = w_q.add((warp_feature + 16 * m + g) * ROW_WORDS + word);
-                [*row, *row.add(8 * ROW_WORDS), *row.add(4), *row.add(8 * ROW_WORDS + 4)]
-            });
-            let b: [[u32; 2]; ROWS] = core::array::from_fn(|nt| {
-                if nt >= live_n_tiles {
-                    return [0; 2];
-                }
-                let row = x_q.add((8 * nt + g) * ROW_WORDS + word);
-                [*row, *row.add(4)]
-            });
-            for m in 0..m_tiles {
-                // This lane's two features (g and g + 8 of the fragment), per half.
-                let f = [warp_feature + 16 * m + g, warp_feature + 16 * m + g + 8];
-                let w_s: [[f32; 2]; 2] = core::array::from_fn(|i| core::array::from_fn(|h| *w_scale.add((2 * c + h) * w_stride + f[i])));
-                let w_o: [[f32; 2]; 2] = core::array::from_fn(|i| core::array::from_fn(|h| if B::HAS_OFFSET { *w_offset.add((2 * c + h) * w_stride + f[i]) } else { 0.0 }));
-                for nt in 0..n_tiles {
-                    // Fragments of rows that do not exist are skipped (a condition uniform
-                    // over the block, so every lane still takes every mma together).
-                    if nt >= live_n_tiles {
-                        continue;
-                    }
-                    // This lane's two rows (2t and 2t + 1 of the fragment).
-                    let r = [8 * nt + 2 * t, 8 * nt + 2 * t + 1];
-                    let d: [f32; 2] = core::array::from_fn(|j| *x_d.add(c * x_stride + r[j]));
-                    let sums: [[f32; 2]; 2] = core::array::from_fn(|j| core::array::from_fn(|h| if B::HAS_OFFSET { *x_sum.add((2 * c + h) * x_stride + r[j]) } else { 0.0 }));
-                    let out = &mut acc[m][nt];
-                    if B::HALF_SCALES {
-                        let low = mma_k16::<M8N8K16>([a[m][0], a[m][1]], b[nt][0], MAGIC_ACC);
-                        let high = mma_k16::<M8N8K16>([a[m][2], a[m][3]], b[nt][1], MAGIC_ACC);
-                        for e in 0..4 {
-                            let (i, j) = (e / 2, e % 2);
-                            let halves = fma(w_s[i][1], biased_dot_to_f32(high[e]), w_s[i][0] * biased_dot_to_f32(low[e]));
-                            out[e] = fma(d[j], halves, out[e]);
-                            if B::HAS_OFFSET {
-                                out[e] = fma(w_o[i][0], sums[j][0], fma(w_o[i][1], sums[j][1], out[e]));
-                            }
-                        }
-                    } else {
-                        let dot = mma_k32::<M8N8K16>(a[m], b[nt], MAGIC_ACC);
-                        for e in 0..4 {
-                            let (i, j) = (e / 2, e % 2);
-                            out[e] = fma(w_s[i][0] * d[j], biased_dot_to_f32(dot[e]), out[e]);
-                            if B::HAS_OFFSET {
-                                out[e] = fma(w_o[i][0], sums[j][0] + sums[j][1], out[e]);
-                            }
-                        }
-                    }
-                }
-            }
+        // The fragments of rows that exist, all taken without a branch between them (see
+        // `multiply_step`): the whole tile, or its first half when the rest is empty.
+        // q3_K and q6_K on the 64-row tile keep a branch per fragment instead: unbranched, the
+        // products in flight and the format's wide decode took more than sm_90's 168 registers
+        // at three blocks per SM (40 and 56 bytes of spills, ptxas 12.9).
+        let smem = MmaSmem { w_q, w_scale, w_offset, x_q, x_d, x_sum, w_stride, x_stride };
+        let live = live_n_tiles;
+        if const { ROWS > 32 && matches!(B::FORMAT, GgufFormat::Q3K | GgufFormat::Q6K) } {
+            multiply_step::<B, ROWS, FEATURES, M8N8K16, false, true>(&mut acc, &smem, step_chunks, warp_feature, g, t, live);
+        } else if 2 * live <= n_tiles {
+            multiply_step::<B, ROWS, FEATURES, M8N8K16, true, false>(&mut acc, &smem, step_chunks, warp_feature, g, t, live);
+        } else {
+            multiply_step::<B, ROWS, FEATURES, M8N8K16, false, false>(&mut acc, &smem, step_chunks, warp_feature, g, t, live);
         }
         sync_threads();
         chunk0 += STEP;
@@ -799,6 +757,107 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                 let j = feature_base + warp_feature + 16 * m + g + 8 * (e / 2);
                 if r < rows && j < n {
                     *p.y.ptr_mut().add(*smem_slot.add(r) as usize * n + j) = acc[m][nt][e];
+                }
+            }
+        }
+    }
+}
+
+/// The tile's shared memory as [`mul_mat_id_mma`] lays it out for one K step.
+#[derive(Clone, Copy)]
+struct MmaSmem {
+    w_q: *mut u32,
+    w_scale: *mut f32,
+    w_offset: *mut f32,
+    x_q: *mut u32,
+    x_d: *mut f32,
+    x_sum: *mut f32,
+    /// Words from one chunk's (or half's) weight scales to the next: features + 1 of padding.
+    w_stride: usize,
+    /// The same for the rows' scales and sums: rows + 1.
+    x_stride: usize,
+}
+
+/// One K step's products of [`mul_mat_id_mma`]: for each staged chunk, this warp's fragments
+/// from shared memory, the integer `mma`s and their f32 scaling into `acc`.
+///
+/// The fragment loop has no branch: every fragment of the first `ROWS / 8` (with
+/// `FIRST_HALF`, `ROWS / 16`) row fragments is taken, whether its rows exist or not (rows past
+/// the tile's count were staged as zeros, and their sums are never stored). A branch per
+/// fragment cost more than the products it skipped: each `mma` sat in a basic block of its own
+/// with its scaling right behind it, so `ptxas` could not overlap one `mma`'s latency with the
+/// next, and every warp waited out the tensor pipe's latency once per fragment. The caller
+/// takes the half variant when the tile's rows fit in its first half, so a short last tile
+/// does not pay for a full one. With `SKIP_EMPTY`, fragments from `live_n_tiles` on are
+/// skipped after all, each behind its own branch (for the decodes too wide to leave the
+/// registers that unbranched products hold).
+///
+/// Safety: called by every thread of the block together, between the barriers that close the
+/// step's staging and open the next; `smem` as `mul_mat_id_mma` lays it out.
+#[inline(always)]
+unsafe fn multiply_step<B: BlockFormat, const ROWS: usize, const FEATURES: usize, const M8N8K16: bool, const FIRST_HALF: bool, const SKIP_EMPTY: bool>(
+    acc: &mut [[[f32; 4]; ROWS]; FEATURES],
+    smem: &MmaSmem,
+    step_chunks: usize,
+    warp_feature: usize,
+    g: usize,
+    t: usize,
+    live_n_tiles: usize,
+) {
+    const ROW_WORDS: usize = MOE_MMA_ROW_WORDS as usize;
+    let MmaSmem { w_q, w_scale, w_offset, x_q, x_d, x_sum, w_stride, x_stride } = *smem;
+    let m_tiles = FEATURES / 16;
+    let n_tiles = if FIRST_HALF { ROWS / 16 } else { ROWS / 8 };
+    for c in 0..step_chunks {
+        let word = c * CHUNK_WORDS + t;
+        let a: [[u32; 4]; FEATURES] = core::array::from_fn(|m| {
+            if m >= m_tiles {
+                return [0; 4];
+            }
+            let row = w_q.add((warp_feature + 16 * m + g) * ROW_WORDS + word);
+            [*row, *row.add(8 * ROW_WORDS), *row.add(4), *row.add(8 * ROW_WORDS + 4)]
+        });
+        let b: [[u32; 2]; ROWS] = core::array::from_fn(|nt| {
+            if nt >= n_tiles || (SKIP_EMPTY && nt >= live_n_tiles) {
+                return [0; 2];
+            }
+            let row = x_q.add((8 * nt + g) * ROW_WORDS + word);
+            [*row, *row.add(4)]
+        });
+        for m in 0..m_tiles {
+            // This lane's two features (g and g + 8 of the fragment), per half.
+            let f = [warp_feature + 16 * m + g, warp_feature + 16 * m + g + 8];
+            let w_s: [[f32; 2]; 2] = core::array::from_fn(|i| core::array::from_fn(|h| *w_scale.add((2 * c + h) * w_stride + f[i])));
+            let w_o: [[f32; 2]; 2] = core::array::from_fn(|i| core::array::from_fn(|h| if B::HAS_OFFSET { *w_offset.add((2 * c + h) * w_stride + f[i]) } else { 0.0 }));
+            for nt in 0..n_tiles {
+                if SKIP_EMPTY && nt >= live_n_tiles {
+                    continue;
+                }
+                // This lane's two rows (2t and 2t + 1 of the fragment).
+                let r = [8 * nt + 2 * t, 8 * nt + 2 * t + 1];
+                let d: [f32; 2] = core::array::from_fn(|j| *x_d.add(c * x_stride + r[j]));
+                let sums: [[f32; 2]; 2] = core::array::from_fn(|j| core::array::from_fn(|h| if B::HAS_OFFSET { *x_sum.add((2 * c + h) * x_stride + r[j]) } else { 0.0 }));
+                let out = &mut acc[m][nt];
+                if B::HALF_SCALES {
+                    let low = mma_k16::<M8N8K16>([a[m][0], a[m][1]], b[nt][0], MAGIC_ACC);
+                    let high = mma_k16::<M8N8K16>([a[m][2], a[m][3]], b[nt][1], MAGIC_ACC);
+                    for e in 0..4 {
+                        let (i, j) = (e / 2, e % 2);
+                        let halves = fma(w_s[i][1], biased_dot_to_f32(high[e]), w_s[i][0] * biased_dot_to_f32(low[e]));
+                        out[e] = fma(d[j], halves, out[e]);
+                        if B::HAS_OFFSET {
+                            out[e] = fma(w_o[i][0], sums[j][0], fma(w_o[i][1], sums[j][1], out[e]));
+                        }
+                    }
+                } else {
+                    let dot = mma_k32::<M8N8K16>(a[m], b[nt], MAGIC_ACC);
+                    for e in 0..4 {
+                        let (i, j) = (e / 2, e % 2);
+                        out[e] = fma(w_s[i][0] * d[j], biased_dot_to_f32(dot[e]), out[e]);
+                        if B::HAS_OFFSET {
+                            out[e] = fma(w_o[i][0], sums[j][0] + sums[j][1], out[e]);
+                        }
+                    }
                 }
             }
         }
