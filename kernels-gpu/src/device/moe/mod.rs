@@ -89,7 +89,7 @@
 
 use crate::abi::{moe_params_entry, MoeParams};
 use crate::device::ptx::{
-    allow_dependent_launch, ballot, block_idx_x, block_idx_y, dp4a, dynamic_smem, f16_to_f32, fma, load_global_u32x4, prefetch_global_l2, wait_for_prerequisite_grid, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
+    allow_dependent_launch, ballot, block_idx_x, block_idx_y, cp_async_16, cp_async_4, cp_async_commit, cp_async_wait, dp4a, dynamic_smem, f16_to_f32, fma, load_global_u32x4, prefetch_global_l2, shared_address, wait_for_prerequisite_grid, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
     thread_idx_x,
 };
 use crate::device::BUILD_CONFIG;
@@ -105,6 +105,8 @@ use crate::quant::{
 use core::sync::atomic::{AtomicU32, Ordering};
 
 const LANES: u32 = 32;
+/// sm_80 and newer copy the tiled path's activations with `cp.async`.
+const HAS_CP_ASYNC: bool = BUILD_CONFIG.limits().has_cp_async;
 const STEP_CHUNKS: usize = MOE_CHUNKS_PER_STEP as usize;
 /// Words of q8_1 values per chunk.
 const CHUNK_WORDS: usize = QK / 4;
@@ -643,6 +645,8 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
     let warp_feature = warp * FEATURES;
     // The 8-row fragments that hold existing rows: an expert's last tile is often short.
     let live_n_tiles = rows.div_ceil(8);
+    // Staging piece -> (row, chunk, half) of the step's activations.
+    let x_piece = |piece: usize| (piece / (2 * STEP), piece / 2 % STEP, piece % 2);
     // Indexed [m < FEATURES / 16][n < ROWS / 8] (array lengths cannot divide a const
     // parameter; the unused entries are never touched and cost nothing once unrolled).
     let mut acc = [[[0f32; 4]; ROWS]; FEATURES];
@@ -670,6 +674,30 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                     prefetch_global_l2(expert_weights.add(j * row_bytes + kc * B::FORMAT.block_bytes() / chunks_per_block::<B>()));
                 }
             }
+        }
+        // The step's activations (row r, chunk c, half h: 16 bytes, and the chunk's scale with
+        // h = 0) go to shared memory by cp.async before the weights are decoded, so that their
+        // latency overlaps the decode's loads; rows that do not exist and chunks past K are
+        // zero-filled (a source size of 0 reads nothing).
+        if HAS_CP_ASYNC {
+            let mut piece = tid;
+            while piece < ROWS * STEP * 2 {
+                let (r, c, h) = x_piece(piece);
+                let inside = r < rows && c < step_chunks;
+                let (mut words, mut scale) = (p.x_q.ptr(), p.x_d.ptr());
+                if inside {
+                    let (x_row, kc) = (x_row_of_slot(p, *smem_slot.add(r) as usize), chunk0 + c);
+                    words = words.add(x_row * words_per_row + kc * CHUNK_WORDS + h * 4);
+                    scale = scale.add(x_row * k_chunks + kc);
+                }
+                let bytes = if inside { 16 } else { 0 };
+                cp_async_16(shared_address(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *const f32), words as *const f32, bytes);
+                if h == 0 {
+                    cp_async_4(shared_address(x_d.add(c * x_stride + r)), scale, bytes / 4);
+                }
+                piece += threads;
+            }
+            cp_async_commit();
         }
         let mut batch_start = 0;
         while batch_start < per_thread {
@@ -709,26 +737,44 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
             // their loads would all be hoisted together, past the register budget.
             batch_start = ((batch_start + chunks_in_flight) as u32).opaque() as usize;
         }
-        // Stage the step's activations: row r, chunk c, half h (16 bytes).
-        let mut piece = tid;
-        while piece < ROWS * STEP * 2 {
-            let (r, c, h) = (piece / (2 * STEP), piece / 2 % STEP, piece % 2);
-            let kc = chunk0 + c;
-            let (mut words, mut d) = ([0u32; 4], 0.0);
-            if r < rows && c < step_chunks {
-                let x_row = x_row_of_slot(p, *smem_slot.add(r) as usize);
-                words = load_global_u32x4(p.x_q.ptr().add(x_row * words_per_row + kc * CHUNK_WORDS + h * 4));
-                d = *p.x_d.ptr().add(x_row * k_chunks + kc);
-            }
-            *(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *mut Words4) = Words4(words);
+        if HAS_CP_ASYNC {
+            // The activations' copies were issued before the decode; wait for this thread's,
+            // then (formats with offsets) form each half's `d · Σq` from shared memory once
+            // every thread's have landed.
+            cp_async_wait(0);
             if B::HAS_OFFSET {
-                let sum = words.iter().fold(0, |s, &w| dp4a(ONES, w, s));
-                *x_sum.add((2 * c + h) * x_stride + r) = d * sum as f32;
+                sync_threads();
+                let mut piece = tid;
+                while piece < ROWS * STEP * 2 {
+                    let (r, c, h) = x_piece(piece);
+                    let words = *(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *const Words4);
+                    let sum = words.0.iter().fold(0, |s, &w| dp4a(ONES, w, s));
+                    *x_sum.add((2 * c + h) * x_stride + r) = *x_d.add(c * x_stride + r) * sum as f32;
+                    piece += threads;
+                }
             }
-            if h == 0 {
-                *x_d.add(c * x_stride + r) = d;
+        } else {
+            // Stage the step's activations with plain loads (no cp.async before sm_80).
+            let mut piece = tid;
+            while piece < ROWS * STEP * 2 {
+                let (r, c, h) = x_piece(piece);
+                let kc = chunk0 + c;
+                let (mut words, mut d) = ([0u32; 4], 0.0);
+                if r < rows && c < step_chunks {
+                    let x_row = x_row_of_slot(p, *smem_slot.add(r) as usize);
+                    words = load_global_u32x4(p.x_q.ptr().add(x_row * words_per_row + kc * CHUNK_WORDS + h * 4));
+                    d = *p.x_d.ptr().add(x_row * k_chunks + kc);
+                }
+                *(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *mut Words4) = Words4(words);
+                if B::HAS_OFFSET {
+                    let sum = words.iter().fold(0, |s, &w| dp4a(ONES, w, s));
+                    *x_sum.add((2 * c + h) * x_stride + r) = d * sum as f32;
+                }
+                if h == 0 {
+                    *x_d.add(c * x_stride + r) = d;
+                }
+                piece += threads;
             }
-            piece += threads;
         }
         sync_threads();
 
