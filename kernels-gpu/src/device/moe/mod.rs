@@ -63,7 +63,8 @@
 //! walks K in steps of 256 weights (one K-quant super-block, eight 32-weight blocks):
 //! 1. all threads decode the step's weights once into shared memory, int8 values plus an f32
 //!    scale and offset per 16 weights (what [`BlockFormat::chunk`] gives: the only
-//!    format-specific code), and copy the rows' q8_1 values, scales and `d · Σq` sums;
+//!    format-specific code), and copy the rows' q8_1 values, scales and `d · Σq` sums (on
+//!    sm_80 and newer by `cp.async`, issued before the decode, so that the two overlap);
 //! 2. each warp owns 16 or 32 features × all rows, as 16×8 accumulator fragments; per 32-weight
 //!    chunk it loads its fragments from shared memory (rows padded to 68 words: no bank
 //!    conflicts), takes the exact integer dot products on the tensor cores (`m16n8k32`; two
@@ -585,7 +586,8 @@ fn mma_k32<const M8N8K16: bool>(a: [u32; 4], b: [u32; 2], c: [i32; 4]) -> [i32; 
 ///   scale and offset per 16 weights; a feature past `n` decodes row `n − 1` (in bounds, never
 ///   stored), a chunk past `k` is zeros;
 /// - it copies the tile's q8_1 rows (only rows that exist, zeros for the rest) with their scale
-///   per chunk and `d · Σq` per 16 values (what the offsets multiply);
+///   per chunk and `d · Σq` per 16 values (what the offsets multiply); on sm_80 and newer the
+///   copies are `cp.async`s issued before the decode, so their latency hides behind its loads;
 /// - for each chunk, each warp loads its A fragments (weights) and B fragments (activations)
 ///   and takes the integer products: one k32 `mma` per fragment pair, or, for the formats with
 ///   a scale per 16 weights ([`BlockFormat::HALF_SCALES`]), two k16 ones; then every
