@@ -782,12 +782,13 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
 
         // The fragments of rows that exist, all taken without a branch between them (see
         // `multiply_step`): the whole tile, or its first half when the rest is empty.
-        // q3_K and q6_K on the 64-row tile keep a branch per fragment instead: unbranched, the
-        // products in flight and the format's wide decode took more than sm_90's 168 registers
-        // at three blocks per SM (40 and 56 bytes of spills, ptxas 12.9).
+        // The formats with a scale per 16 weights (q2_K, q3_K, q6_K) keep a branch per fragment
+        // on the 64-row tile: unbranched, their two products per fragment in flight and their
+        // wide decodes took more than the 168 registers of three blocks per SM (ptxas 12.9:
+        // q3_K and q6_K spilled 40 and 56 bytes on sm_90, q2_K 40 on sm_100).
         let smem = MmaSmem { w_q, w_scale, w_offset, x_q, x_d, x_sum, w_stride, x_stride };
         let live = live_n_tiles;
-        if const { ROWS > 32 && matches!(B::FORMAT, GgufFormat::Q3K | GgufFormat::Q6K) } {
+        if const { ROWS > 32 && B::HALF_SCALES } {
             multiply_step::<B, ROWS, FEATURES, M8N8K16, false, true>(&mut acc, &smem, step_chunks, warp_feature, g, t, live);
         } else if 2 * live <= n_tiles {
             multiply_step::<B, ROWS, FEATURES, M8N8K16, true, false>(&mut acc, &smem, step_chunks, warp_feature, g, t, live);
