@@ -603,7 +603,6 @@ fn mma_k32<const M8N8K16: bool>(a: [u32; 4], b: [u32; 2], c: [i32; 4]) -> [i32; 
 unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, const FEATURES: usize, const M8N8K16: bool>(p: &MoeParams) {
     const STEP: usize = MOE_MMA_STEP_CHUNKS as usize;
     const ROW_WORDS: usize = MOE_MMA_ROW_WORDS as usize;
-    const ONES: u32 = 0x0101_0101;
     // Weight chunks a thread decodes at once. Each byte the decode reads takes a register
     // until its chunk is assembled: 4 chunks fit the 168 registers of sm_90's three blocks per
     // SM for every format but q3_K, whose chunk reads 54 bytes (all 32 of its high-bit mask):
@@ -750,8 +749,7 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                 while piece < ROWS * STEP * 2 {
                     let (r, c, h) = x_piece(piece);
                     let words = *(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *const Words4);
-                    let sum = words.0.iter().fold(0, |s, &w| dp4a(ONES, w, s));
-                    *x_sum.add((2 * c + h) * x_stride + r) = *x_d.add(c * x_stride + r) * sum as f32;
+                    *x_sum.add((2 * c + h) * x_stride + r) = scaled_half_sum(&words.0, *x_d.add(c * x_stride + r));
                     piece += threads;
                 }
             }
@@ -769,8 +767,7 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                 }
                 *(x_q.add(r * ROW_WORDS + c * CHUNK_WORDS + h * 4) as *mut Words4) = Words4(words);
                 if B::HAS_OFFSET {
-                    let sum = words.iter().fold(0, |s, &w| dp4a(ONES, w, s));
-                    *x_sum.add((2 * c + h) * x_stride + r) = d * sum as f32;
+                    *x_sum.add((2 * c + h) * x_stride + r) = scaled_half_sum(&words, d);
                 }
                 if h == 0 {
                     *x_d.add(c * x_stride + r) = d;
@@ -780,20 +777,19 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
         }
         sync_threads();
 
-        // The fragments of rows that exist, all taken without a branch between them (see
-        // `multiply_step`): the whole tile, or its first half when the rest is empty.
-        // The formats with a scale per 16 weights (q2_K, q3_K, q6_K) keep a branch per fragment
-        // on the 64-row tile: unbranched, their two products per fragment in flight and their
-        // wide decodes took more than the 168 registers of three blocks per SM (ptxas 12.9:
-        // q3_K and q6_K spilled 40 and 56 bytes on sm_90, q2_K 40 on sm_100).
+        // The fragments of rows that exist, taken without a branch between them (see
+        // `multiply_step`): the whole tile, or its first half when the rest is empty. The
+        // formats with a scale per 16 weights (q2_K, q3_K, q6_K) keep a branch per fragment on
+        // the 64-row tile: unbranched, their two products per fragment in flight and their wide
+        // decodes took more than the 168 registers of three blocks per SM (ptxas 12.9: q3_K
+        // and q6_K spilled 40 and 56 bytes on sm_90, q2_K 40 on sm_100).
         let smem = MmaSmem { w_q, w_scale, w_offset, x_q, x_d, x_sum, w_stride, x_stride };
-        let live = live_n_tiles;
         if const { ROWS > 32 && B::HALF_SCALES } {
-            multiply_step::<B, ROWS, FEATURES, M8N8K16, false, true>(&mut acc, &smem, step_chunks, warp_feature, g, t, live);
-        } else if 2 * live <= n_tiles {
-            multiply_step::<B, ROWS, FEATURES, M8N8K16, true, false>(&mut acc, &smem, step_chunks, warp_feature, g, t, live);
+            multiply_step::<B, ROWS, FEATURES, M8N8K16, false, true>(&mut acc, &smem, step_chunks, warp_feature, g, t, live_n_tiles);
+        } else if 2 * live_n_tiles <= n_tiles {
+            multiply_step::<B, ROWS, FEATURES, M8N8K16, true, false>(&mut acc, &smem, step_chunks, warp_feature, g, t, live_n_tiles);
         } else {
-            multiply_step::<B, ROWS, FEATURES, M8N8K16, false, false>(&mut acc, &smem, step_chunks, warp_feature, g, t, live);
+            multiply_step::<B, ROWS, FEATURES, M8N8K16, false, false>(&mut acc, &smem, step_chunks, warp_feature, g, t, live_n_tiles);
         }
         sync_threads();
         chunk0 += STEP;
@@ -825,6 +821,14 @@ struct MmaSmem {
     w_stride: usize,
     /// The same for the rows' scales and sums: rows + 1.
     x_stride: usize,
+}
+
+/// `d · Σq` of half a chunk of q8_1 activations (16 signed bytes in four words, scale `d`):
+/// the term that formats with an offset per block multiply by their offset.
+#[inline(always)]
+fn scaled_half_sum(words: &[u32; 4], d: f32) -> f32 {
+    const ONES: u32 = 0x0101_0101;
+    d * words.iter().fold(0, |s, &w| dp4a(ONES, w, s)) as f32
 }
 
 /// One K step's products of [`mul_mat_id_mma`]: for each staged chunk, this warp's fragments
