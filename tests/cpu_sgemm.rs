@@ -5,7 +5,8 @@
 
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
-    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K,
+    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
+    TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE,
     k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
@@ -208,10 +209,14 @@ fn edge_semantics_of_the_plan() {
     }
     // beta = 0 sets the flag that keeps C unread.
     assert_ne!(plan(&Sgemm::new(8, 8, 8), &ok).unwrap().params.flags & 32, 0);
-    // Batches beyond 65535 run in one launch: grid.z is capped, the kernel loops.
-    let p = plan(&Sgemm::new(2, 2, 2).batched(100_000), &ok).unwrap();
+    // Batches beyond 65535 run in one launch: grid.z is capped, the tile kernels loop; `tiny`
+    // (the dispatcher's choice here) numbers its pieces over the whole batch, in x.
+    let g = Sgemm::new(2, 2, 2).batched(100_000);
+    let p = g.plan(&ok, sgemm_config(Arch::Sm90), H200_SMS, Some(SgemmVariant::Small.into())).unwrap();
     assert_eq!(p.grid.2, 65535);
     assert_eq!(p.params.batch, 100_000);
+    let p = plan(&g, &ok).unwrap();
+    assert_eq!((p.variant, p.grid.1, p.grid.2, p.params.batch), (SgemmVariant::Tiny, 1, 1, 100_000));
     // Vector (16-byte) access only when base, leading dimension and stride allow it.
     let g = Sgemm::new(8, 8, 8).transpose(Transpose::Yes, Transpose::No);
     let aligned = plan(&g, &ok).unwrap();
@@ -245,6 +250,21 @@ fn dispatcher_follows_its_rule() {
     assert_eq!(choose(21, 3, 3, 16), "gemv");
     assert_eq!(choose(1, 162, GEMV_MIN_K, 2197), "gemv");
     assert_ne!(choose(1, 162, GEMV_MIN_K - 1, 2197), "gemv");
+    // Past `gemv`'s rule, a short k goes to `tiny` at any size (writing C is the work)...
+    assert_eq!(choose(1, 162, 9, 2197), "tiny");
+    assert_eq!(choose(1821, 12311, 4, 9), "tiny");
+    assert_eq!(choose(4096, 4096, TINY_SHORT_K, 1), "tiny");
+    assert_ne!(choose(4096, 4096, TINY_SHORT_K + 1, 1), "tiny");
+    assert_eq!(choose(4096, 4096, 0, 1), "tiny");
+    // ... and so do problems the small tiles would mostly pad: batches of tiny matrices, a
+    // handful of columns with k too short for `gemv` (247 × 9: 14% of a 16×64 `skinny` tile).
+    assert_eq!(choose(8, 8, 64, 20000), "tiny");
+    assert_eq!(choose(9, 24, 337, 2880), "tiny");
+    assert_eq!(choose(247, 9, 65, 467), "tiny");
+    assert!(best_tile_use(247, 9, row) <= TINY_MAX_TILE_USE);
+    // 16 rows fill a `skinny` tile, 64 × 64 a `small` one: the tiles keep them.
+    assert_eq!(best_tile_use(16, 4096, row), 1.0);
+    assert_eq!(best_tile_use(64, 64, row), 1.0);
     // Large problems fill the GPU with the biggest tile, unsplit.
     for s in [2048, 4096, 8192] {
         assert_eq!(choose(s, s, s, 1), "huge");
@@ -324,6 +344,34 @@ fn edge_tiles_move_inside() {
     }
 }
 
+/// `tiny` numbers 4×4 pieces of C over the whole batch, a team of `team_lanes(k)` lanes each,
+/// in one grid along x (the batch is not a grid dimension), capped at `TINY_GRID_WAVES` waves
+/// of its blocks (the kernel's grid-stride loop takes the rest).
+#[test]
+fn tiny_plan_grid() {
+    let row = sgemm_config(Arch::Sm90);
+    assert_eq!((TinyConfig::team_lanes(0), TinyConfig::team_lanes(31), TinyConfig::team_lanes(32)), (1, 1, 2));
+    assert_eq!((TinyConfig::team_lanes(337), TinyConfig::team_lanes(1 << 20)), (16, 32));
+    for k in [1u32, 17, 100, 5000, 1 << 20] {
+        let lanes = TinyConfig::team_lanes(k);
+        assert!(lanes.is_power_of_two() && lanes <= 32 && (lanes == 1 || k >= lanes * TINY_K_PER_LANE), "k {k}: {lanes}");
+    }
+    let plan = |m: usize, n: usize, k: usize, batch: usize| {
+        let g = Sgemm::new(m, n, k).batched(batch);
+        g.plan(&buffers(batch * m * k, batch * k * n, batch * m * n), row, H200_SMS, Some(SgemmVariant::Tiny.into())).unwrap()
+    };
+    // 2880 × (9 × 24 × 337): 3 × 6 pieces per problem, 16 lanes each.
+    let p = plan(9, 24, 337, 2880);
+    assert_eq!((p.variant, p.block, p.smem_bytes), (SgemmVariant::Tiny, row.tiny.threads(), 0));
+    assert_eq!(p.grid, ((2880 * 18 * 16u32).div_ceil(row.tiny.threads()), 1, 1));
+    // More than MAX_GRID_Z problems: still one grid along x.
+    let p = plan(3, 5, 2, 100_000);
+    assert_eq!(p.grid, ((100_000 * 2u32).div_ceil(row.tiny.threads()), 1, 1));
+    // Past the cap, the grid stays at TINY_GRID_WAVES waves.
+    let p = plan(4000, 4000, 4, 3);
+    assert_eq!(p.grid, ((H200_SMS as u64 * row.tiny.blocks_per_sm as u64 * TINY_GRID_WAVES) as u32, 1, 1));
+}
+
 #[test]
 fn k_split_plans_and_their_errors() {
     let g = Sgemm::new(300, 200, 1000);
@@ -354,6 +402,7 @@ fn k_split_plans_and_their_errors() {
         (Arch::Sm90, SgemmVariant::Medium, 0),
         (Arch::Sm90, SgemmVariant::Medium, MAX_K_SPLITS + 1),
         (Arch::Sm90, SgemmVariant::Gemv, 2),
+        (Arch::Sm90, SgemmVariant::Tiny, 2),
         (Arch::Sm90, SgemmVariant::Huge, 2),
         (Arch::Sm90, SgemmVariant::Large, 2),
         (Arch::Sm80, SgemmVariant::Medium, 2),

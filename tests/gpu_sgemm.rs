@@ -10,7 +10,9 @@
 
 use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cukernels::cudarc::driver::{CudaContext, CudaStream};
-use cukernels::{artifacts, device_context, ArtifactKind, Cukernels, KernelFamily, SgemmBuffers, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, Transpose, MAX_K_SPLITS};
+use cukernels::{
+    artifacts, device_context, k_slice, ArtifactKind, Cukernels, KernelFamily, SgemmBuffers, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, TinyConfig, Transpose, MAX_K_SPLITS,
+};
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -320,6 +322,69 @@ fn k_split_results_are_bitwise_reproducible() {
     assert!(tested > 0, "no config with thread-block clusters");
 }
 
+/// The products of one element of C, `A(i, p)·B(p, j)` for p in `ks`, added by a chain of
+/// f32 FMAs from +0 in that order: what one thread (or lane) of every kernel computes for its
+/// slice of k.
+fn fma_chain(a: &[f32], b: &[f32], (i, j): (usize, usize), (k, n): (usize, usize), ks: impl Iterator<Item = usize>) -> f32 {
+    ks.fold(0.0f32, |acc, p| a[i * k + p].mul_add(b[p * n + j], acc))
+}
+
+/// Splits of k give the bits of their order, computed on the CPU in that order (not only the
+/// same bits twice): a k split over a cluster adds the blocks' partial sums (each a chain of
+/// FMAs over its `k_slice`) in rank order; `tiny`'s team of lanes adds the lanes' chains (lane
+/// t: k = t, t + lanes, ...) by a butterfly. Row-major, alpha = 1, beta = 0, so the stored
+/// value is the sum itself.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn split_results_equal_the_cpu_in_the_kernels_order() {
+    let gpu = gpu();
+    let s = &gpu.stream;
+    let mut rng = rng("split_order");
+    let (m, n, k) = (37, 45, 2001);
+    let g = Sgemm::new(m, n, k);
+    let x = inputs(&g, &mut rng, (0, 0, 0));
+    let a = s.clone_htod(&x.a).unwrap();
+    let b = s.clone_htod(&x.b).unwrap();
+    let expected = |sum_of: &dyn Fn(usize, usize) -> f32| -> Vec<u32> { (0..m * n).map(|e| sum_of(e / n, e % n).to_bits()).collect() };
+    let mut tested = 0;
+    for h in &gpu.handles {
+        let mut choices = vec![SgemmChoice::from(SgemmVariant::Tiny)];
+        if h.sgemm_config().arch.limits().has_clusters {
+            choices.extend([(SgemmVariant::Medium, 3), (SgemmVariant::Medium, MAX_K_SPLITS), (SgemmVariant::Skinny, 5)].map(|(variant, k_splits)| SgemmChoice { variant, k_splits }));
+        }
+        for choice in choices {
+            let want = if choice.variant == SgemmVariant::Tiny {
+                let lanes = TinyConfig::team_lanes(k as u32) as usize;
+                assert!(lanes > 1, "k = {k} should split over a team");
+                expected(&|i, j| {
+                    let mut v: Vec<f32> = (0..lanes).map(|t| fma_chain(&x.a, &x.b, (i, j), (k, n), (t..k).step_by(lanes))).collect();
+                    let mut level = lanes / 2;
+                    while level > 0 {
+                        v = (0..lanes).map(|t| v[t] + v[t ^ level]).collect();
+                        level /= 2;
+                    }
+                    v[0]
+                })
+            } else {
+                let bk = h.sgemm_config().tile(choice.variant).bk;
+                expected(&|i, j| {
+                    (0..choice.k_splits).fold(0.0f32, |sum, split| {
+                        let (first, len) = k_slice(k as u32, bk, split, choice.k_splits);
+                        sum + fma_chain(&x.a, &x.b, (i, j), (k, n), first as usize..(first + len) as usize)
+                    })
+                })
+            };
+            let mut c = s.clone_htod(&x.c).unwrap();
+            h.sgemm_with(s, &g, &a, &b, &mut c, Some(choice)).unwrap();
+            let got: Vec<u32> = s.clone_dtoh(&c).unwrap().iter().map(|v| v.to_bits()).collect();
+            let differ = got.iter().zip(&want).filter(|(x, y)| x != y).count();
+            assert_eq!(differ, 0, "config {}: {choice}: {differ} of {} elements differ from the CPU's sum in the kernel's order", h.config(), m * n);
+            tested += 1;
+        }
+    }
+    assert!(tested > gpu.handles.len(), "no config with thread-block clusters");
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn beta_zero_never_reads_nan_in_c_and_alpha_beta_scale() {
@@ -407,9 +472,16 @@ fn unaligned_pointers_and_leading_dimensions() {
 fn batch_count_beyond_grid_limit() {
     let gpu = gpu();
     let mut rng = rng("big_batch");
-    let batch = if quick() { 70_000 / 8 } else { 70_000 };
+    // More batches than a grid's z (65 535) holds: the tile kernels loop over the batch in
+    // steps of the grid, `tiny` numbers its pieces over the whole batch. Every kind of kernel,
+    // the k split included (where the config has clusters); the quick suite (racecheck's) too.
+    let batch = if quick() { 65_600 } else { 70_000 };
     let g = Sgemm::new(3, 5, 7).batched(batch).alpha_beta(1.0, 1.0);
-    assert_all(case(&gpu, &g, &mut rng, (0, 0, 0), &[None, Some(SgemmVariant::Skinny.into())]));
+    let mut choices: Vec<Option<SgemmChoice>> = vec![None, Some(SgemmVariant::Huge.into()), Some(SgemmVariant::Tiny.into())];
+    if !quick() {
+        choices.extend([Some(SgemmVariant::Skinny.into()), Some(SgemmVariant::Gemv.into()), Some(SgemmChoice { variant: SgemmVariant::Medium, k_splits: 2 })]);
+    }
+    assert_all(case(&gpu, &g, &mut rng, (0, 0, 0), &choices));
 }
 
 #[test]
@@ -427,7 +499,7 @@ fn invalid_arguments_are_errors_before_launch() {
     assert!(matches!(err, Error::InvalidArgument { name: "lda", .. }), "{err}");
     let err = h.sgemm(s, &Sgemm::new(5, 5, 5).batched(2).strides(25, 25, 10), &a, &b, &mut c).unwrap_err();
     assert!(matches!(err, Error::Overlap(_)), "{err}");
-    let bad_splits = [(SgemmVariant::Medium, 0), (SgemmVariant::Medium, MAX_K_SPLITS + 1), (SgemmVariant::Gemv, 2)];
+    let bad_splits = [(SgemmVariant::Medium, 0), (SgemmVariant::Medium, MAX_K_SPLITS + 1), (SgemmVariant::Gemv, 2), (SgemmVariant::Tiny, 2)];
     for bad in bad_splits.map(|(variant, k_splits)| SgemmChoice { variant, k_splits }) {
         let err = h.sgemm_with(s, &Sgemm::new(5, 5, 4), &a, &b, &mut c, Some(bad)).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument { name: "k_splits", .. }), "{bad}: {err}");
@@ -492,6 +564,35 @@ fn gemv_every_layout_few_rows_or_few_columns() {
         ]
     };
     let variants = [None, Some(SgemmVariant::Gemv.into())];
+    let mut failures = Vec::new();
+    for (i, &(m, n, k, batch)) in shapes.iter().enumerate() {
+        let (alpha, beta) = if i % 2 == 0 { (1.25, -0.5) } else { (0.75, 0.0) };
+        let offsets = if i % 3 == 1 { (1, 2, 3) } else { (0, 0, 0) };
+        for g in every_layout_and_transpose(m, n, k) {
+            let g = g.batched(batch).alpha_beta(alpha, beta);
+            failures.extend(case(&gpu, &g, &mut rng, offsets, &variants));
+            failures.extend(case(&gpu, &padded_to_16_bytes(g), &mut rng, (0, 0, 0), &variants));
+        }
+    }
+    assert_all(failures);
+}
+
+/// `tiny` (4×4 pieces of C per thread, numbered over the whole batch): thousands of tiny
+/// problems, short k, pieces cut by the edges of C (m, n not multiples of 4), k split over
+/// teams of 2 to 32 lanes (k from 64 to 3062), in every layout and transpose, tight (a float
+/// per load) and padded to 16 bytes (16-byte lines and stores), unaligned buffers, beta = 0
+/// over NaN and beta ≠ 0; forced and as the dispatcher's choice.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tiny_many_small_problems_and_short_k() {
+    let gpu = gpu();
+    let mut rng = rng("tiny");
+    let shapes: &[(usize, usize, usize, usize)] = if quick() {
+        &[(6, 5, 5, 700), (9, 24, 337, 20), (33, 70, 7, 2)]
+    } else {
+        &[(6, 5, 5, 2945), (8, 8, 64, 3000), (1, 162, 9, 300), (9, 24, 337, 200), (10, 17, 3062, 3), (33, 70, 7, 2), (4, 4, 1, 5000), (130, 66, 16, 1)]
+    };
+    let variants = [None, Some(SgemmVariant::Tiny.into())];
     let mut failures = Vec::new();
     for (i, &(m, n, k, batch)) in shapes.iter().enumerate() {
         let (alpha, beta) = if i % 2 == 0 { (1.25, -0.5) } else { (0.75, 0.0) };

@@ -71,6 +71,26 @@ pub fn config_table() -> String {
             )
             .unwrap();
         }
+        // The tiny kernel: 4×4 pieces of C per thread (or per team of lanes splitting k), no
+        // shared memory.
+        let t = row.tiny;
+        writeln!(
+            s,
+            "{:<7} {:<7} {:>13} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
+            arch.name(),
+            "tiny",
+            "-",
+            format!("{}x{}", cukernels::TINY_TILE, cukernels::TINY_TILE),
+            "-",
+            t.threads(),
+            format!("u{}", t.unroll),
+            0,
+            t.blocks_per_sm,
+            "direct",
+            "lanes",
+            "reread"
+        )
+        .unwrap();
     }
     writeln!(s, "\nMoE mul_mat_id configs (tile rows x features, warps x features per warp, engine, smem, designed blocks/SM; direct path up to the slots shown (* light formats; the others at 1 row per expert), then decode up to the average rows per expert shown, then tiled, tall tiles from the average rows per expert shown)").unwrap();
     writeln!(s, "{:<7} {:<7} {:>10} {:>7} {:<13} {:>7} {:>7} {:>11}", "arch", "path", "tile", "warps", "engine", "smem B", "blk/SM", "up to").unwrap();

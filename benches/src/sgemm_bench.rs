@@ -370,13 +370,14 @@ pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream
         })
     };
     let ours_ms = time_ours(None, &mut sets);
-    // Every kernel that could be the right one: the dispatcher's candidates, and `gemv`, which
+    // Every kernel that could be the right one: the dispatcher's candidates, `gemv`, which
     // re-streams B once per 8 rows of C (or A per 8 columns), where m or n is small enough
-    // for it to be a contender.
+    // for it to be a contender, and `tiny` (which runs any shape).
     let mut candidates = kernel_candidates(cm, cn, s.k, s.batch, row, sms);
     if cm.min(cn) <= 2 * cukernels::GEMV_MAX_M as usize && !candidates.contains(&SgemmVariant::Gemv.into()) {
         candidates.push(SgemmVariant::Gemv.into());
     }
+    candidates.push(SgemmVariant::Tiny.into());
     let variants_ms: Vec<(SgemmChoice, f64)> =
         candidates.into_iter().map(|c| (c, if c == chosen { ours_ms } else { time_ours(Some(c), &mut sets) })).collect();
     let cfg = cublas_config(s);

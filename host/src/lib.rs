@@ -47,6 +47,7 @@ pub use cukernels_gpu::{
     attention_config, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTile, MatrixPath, ATTENTION_CONFIGS, ATTENTION_KERNELS,
     GlobalPtr, KernelFamily, KernelSpec, SgemmParams, sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
     SgemmVariant, GEMV_COLUMNS, GEMV_DOT_FILL_WARPS, GEMV_DOT_MIN_K_PER_WARP, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
+    TinyConfig, TINY_K_PER_LANE, TINY_TILE,
 };
 /// The run-time bits of an SGEMM launch (`SgemmParams::flags`).
 pub use cukernels_gpu::sgemm_flags;
@@ -56,7 +57,7 @@ pub use moe::{MoeActivation, MoeBuffers, MoeInput, MoeLengths, MoePlan, MoeWorks
 pub use cukernels_gpu::{decode_features_per_warp, moe_config, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoeParams, MoePath, MoeTile, MOE_CONFIGS, MOE_KERNELS};
 pub use cukernels_gpu::moe_config::{direct_rereads_pay, MoeDecodeShape, MOE_ROUTE_EXPERTS_PER_PASS};
 pub use runtime::{check_kernel_limits, device_context, Cukernels, LoadedKernelAttributes};
-pub use sgemm::{choose_kernel, kernel_candidates, Layout, GEMV_DISPATCH_MAX, GEMV_MIN_K, GEMV_TINY_OUTPUTS, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
+pub use sgemm::{best_tile_use, choose_kernel, kernel_candidates, Layout, GEMV_DISPATCH_MAX, GEMV_MIN_K, GEMV_TINY_OUTPUTS, TINY_GRID_WAVES, TINY_MAX_TILE_USE, TINY_SHORT_K, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
 
 /// The README's examples, compiled as doc tests (`no_run`: they need a GPU).
 #[cfg(doctest)]

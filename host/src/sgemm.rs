@@ -31,7 +31,7 @@ use crate::runtime::{launch, Cukernels, LaunchAttribute};
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR};
-use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, GEMV_COLUMNS, MAX_K_SPLITS};
+use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, TinyConfig, GEMV_COLUMNS, MAX_K_SPLITS, TINY_TILE};
 use std::ffi::c_void;
 
 /// Which kernel runs a problem: a variant, and over how many blocks (one thread-block cluster)
@@ -398,6 +398,8 @@ impl Sgemm {
                 Some(format!("must be 1 to {MAX_K_SPLITS} (a cluster's blocks)"))
             } else if variant == SgemmVariant::Gemv {
                 Some("gemv does not split k".to_string())
+            } else if variant == SgemmVariant::Tiny {
+                Some("tiny splits k between the lanes of a warp, not over blocks".to_string())
             } else if !row.tile(variant).can_split_k(&row.arch.limits()) {
                 Some(format!("{} has no k split on {} (needs thread-block clusters and room for a partial tile)", variant.name(), row.arch))
             } else {
@@ -412,6 +414,19 @@ impl Sgemm {
         // where the problem runs turned around.
         let (n_name, n_value) = if (g.layout == Layout::RowMajor) != turned { ("n", g.n) } else { ("m", g.m) };
         let (grid_x, name, value, what) = match variant {
+            SgemmVariant::Tiny => {
+                // Pieces of 4×4 numbered over the whole batch, `team_lanes` threads each; the
+                // kernel walks them in a grid-stride loop, so the grid is capped at
+                // `TINY_GRID_WAVES` waves (and never past a grid's limit).
+                let pieces_per_problem = (cm.div_ceil(TINY_TILE as usize) as u64).saturating_mul(cn.div_ceil(TINY_TILE as usize) as u64);
+                if pieces_per_problem > u32::MAX as u64 {
+                    let what = format!("m × n needs {pieces_per_problem} pieces of {TINY_TILE}×{TINY_TILE}, more than tiny numbers in 32 bits");
+                    return Err(Error::invalid("m", g.m, what));
+                }
+                let threads = pieces_per_problem.saturating_mul(g.batch as u64).saturating_mul(TinyConfig::team_lanes(k as u32) as u64);
+                let cap = (sm_count.max(1) as u64 * row.tiny.blocks_per_sm as u64 * TINY_GRID_WAVES).min(MAX_GRID_X);
+                (threads.div_ceil(row.tiny.threads() as u64).clamp(1, cap), "m", g.m, String::new())
+            }
             SgemmVariant::Gemv => {
                 // Column body: 32 columns per block; dot body (B k-contiguous): as many as the
                 // kernel derives from n and k, by the same function.
@@ -430,7 +445,8 @@ impl Sgemm {
         Ok(SgemmPlan {
             variant,
             operands: SgemmOperands::new(a_k_contiguous, b_k_contiguous),
-            grid: (grid_x as u32, k_splits, g.batch.min(MAX_GRID_Z) as u32),
+            // (`tiny` walks the batch in its grid-stride loop.)
+            grid: (grid_x as u32, k_splits, if variant == SgemmVariant::Tiny { 1 } else { g.batch.min(MAX_GRID_Z) as u32 }),
             block: launch.threads,
             smem_bytes: if k_splits > 1 { launch.split_k_smem_bytes } else { launch.smem_bytes },
             params: SgemmParams {
@@ -509,6 +525,33 @@ pub const GEMV_MIN_K: usize = 128;
 /// lost to the tiles).
 pub const GEMV_TINY_OUTPUTS: usize = 16_384;
 
+/// The most blocks a `tiny` launch has, in waves of the GPU (SMs × its blocks per SM): beyond
+/// that its grid-stride loop gives each thread more pieces, rather than the GPU more blocks
+/// to start.
+pub const TINY_GRID_WAVES: u64 = 16;
+
+/// The longest k for which the dispatcher always picks `tiny` (past the `gemv` rule): each
+/// element of C is at most this many products, so the work is writing C, which `tiny` does
+/// with no pipeline to fill, no shared memory and no barrier.
+pub const TINY_SHORT_K: usize = 16;
+
+/// The dispatcher picks `tiny` when the block tiles that fit a problem best would leave at
+/// least three quarters of their FMAs on rows and columns past its edges (a batch of 8×8
+/// products in 64×64 tiles uses 1.6% of them).
+pub const TINY_MAX_TILE_USE: f64 = 0.25;
+
+/// The fraction of a block tile's elements that lie inside an `m × n` C, for the tile kernels
+/// shaped for small problems (`small` and `skinny`), the better of the two.
+pub fn best_tile_use(m: usize, n: usize, row: &SgemmArchConfig) -> f64 {
+    [SgemmVariant::Small, SgemmVariant::Skinny]
+        .iter()
+        .map(|&v| {
+            let t = row.tile(v);
+            (m as f64 * n as f64) / (t.tile_count(m, n) as f64 * (t.bm * t.bn) as f64)
+        })
+        .fold(0.0, f64::max)
+}
+
 /// How fast one SM runs a variant's tiles, as the dispatcher's cost model sees it: with `w`
 /// warps resident, `peak × w / (w + half_warps)` (FMA work per unit of time): few warps cannot
 /// hide the shared-memory and pipeline latencies, many approach the tile's peak. Fitted to the
@@ -531,7 +574,7 @@ fn tile_speed(v: SgemmVariant, tile: &SgemmTile) -> TileSpeed {
         // tile's FMAs per shared-memory read.
         SgemmVariant::Small => (0.6, 1.9),
         SgemmVariant::Skinny => (0.86, 3.5),
-        SgemmVariant::Gemv => (0.0, 1.0), // never costed: chosen by its rule
+        SgemmVariant::Gemv | SgemmVariant::Tiny => (0.0, 1.0), // never costed: chosen by their rules
     };
     TileSpeed { peak, half_warps }
 }
@@ -585,7 +628,10 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// A. `gemv` computes up to `GEMV_MAX_M` (8) rows in one pass, but from 5 rows on the tiles
 /// were as fast or faster (see [`GEMV_DISPATCH_MAX`]); from 9 `gemv` would take two passes.
 /// A short k is the exception: from [`GEMV_TINY_OUTPUTS`] outputs on, a product with
-/// `k < GEMV_MIN_K` goes to the tiles' cost model like any other.
+/// `k < GEMV_MIN_K` goes to the rules below like any other.
+/// Next, `tiny` takes a short k ([`TINY_SHORT_K`]) and problems that the small tiles would
+/// mostly pad ([`TINY_MAX_TILE_USE`], [`best_tile_use`]): batches of tiny matrices, and
+/// matrices with a handful of rows or columns and a k too short for `gemv`.
 /// Otherwise every
 /// candidate ([`kernel_candidates`]) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
@@ -601,6 +647,9 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArch
     let tiny = batch.max(1).saturating_mul(m).saturating_mul(n) <= GEMV_TINY_OUTPUTS;
     if m.min(n) <= GEMV_DISPATCH_MAX && (k >= GEMV_MIN_K || tiny) {
         return SgemmVariant::Gemv.into();
+    }
+    if m.min(n) >= 1 && (k <= TINY_SHORT_K || best_tile_use(m, n, row) <= TINY_MAX_TILE_USE) {
+        return SgemmVariant::Tiny.into();
     }
     let sms = sm_count.max(1) as f64;
     let mut best = (f64::INFINITY, SgemmChoice::from(SgemmVariant::Large));

@@ -108,17 +108,23 @@ pub enum SgemmVariant {
     /// of C per lane, k split across the warps of a block), bound by reading B once at full
     /// memory bandwidth. Larger m runs in groups of `GEMV_MAX_M` rows (correct, not fast).
     Gemv,
+    /// For problems far smaller than any tile (tens of thousands of 8×8 products) and for a
+    /// short k (C written from a few products per element): not a tile kernel either. Each
+    /// thread computes a [`TINY_TILE`]² piece of C straight from global memory, so one block
+    /// holds pieces of many problems ([`TinyConfig`]).
+    Tiny,
 }
 
 impl SgemmVariant {
     /// Every variant.
-    pub const ALL: [SgemmVariant; 6] = [
+    pub const ALL: [SgemmVariant; 7] = [
         SgemmVariant::Huge,
         SgemmVariant::Large,
         SgemmVariant::Medium,
         SgemmVariant::Small,
         SgemmVariant::Skinny,
         SgemmVariant::Gemv,
+        SgemmVariant::Tiny,
     ];
     /// The variants that are block-tile kernels (they have an [`SgemmTile`]).
     pub const TILED: [SgemmVariant; 5] = [
@@ -137,6 +143,7 @@ impl SgemmVariant {
             SgemmVariant::Small => "small",
             SgemmVariant::Skinny => "skinny",
             SgemmVariant::Gemv => "gemv",
+            SgemmVariant::Tiny => "tiny",
         }
     }
 }
@@ -199,7 +206,9 @@ macro_rules! with_sgemm_kernels {
             (cukernels_sgemm_skinny_nn, Skinny, Nn), (cukernels_sgemm_skinny_nt, Skinny, Nt),
             (cukernels_sgemm_skinny_tn, Skinny, Tn), (cukernels_sgemm_skinny_tt, Skinny, Tt),
             (cukernels_sgemm_gemv_nn, Gemv, Nn), (cukernels_sgemm_gemv_nt, Gemv, Nt),
-            (cukernels_sgemm_gemv_tn, Gemv, Tn), (cukernels_sgemm_gemv_tt, Gemv, Tt)
+            (cukernels_sgemm_gemv_tn, Gemv, Tn), (cukernels_sgemm_gemv_tt, Gemv, Tt),
+            (cukernels_sgemm_tiny_nn, Tiny, Nn), (cukernels_sgemm_tiny_nt, Tiny, Nt),
+            (cukernels_sgemm_tiny_tn, Tiny, Tn), (cukernels_sgemm_tiny_tt, Tiny, Tt)
         }
     };
 }
@@ -239,6 +248,7 @@ pub struct SgemmArchConfig {
     pub small: SgemmTile,
     pub skinny: SgemmTile,
     pub gemv: GemvConfig,
+    pub tiny: TinyConfig,
 }
 
 /// What a launch of one variant needs, whatever its kind.
@@ -254,7 +264,8 @@ pub struct LaunchShape {
 }
 
 impl SgemmArchConfig {
-    /// The tile of a block-tile variant (every variant but [`SgemmVariant::Gemv`]).
+    /// The tile of a block-tile variant (every variant but [`SgemmVariant::Gemv`] and
+    /// [`SgemmVariant::Tiny`]).
     pub const fn tile(&self, variant: SgemmVariant) -> SgemmTile {
         match variant {
             SgemmVariant::Huge => self.huge,
@@ -263,6 +274,7 @@ impl SgemmArchConfig {
             SgemmVariant::Small => self.small,
             SgemmVariant::Skinny => self.skinny,
             SgemmVariant::Gemv => panic!("gemv is not a block-tile kernel"),
+            SgemmVariant::Tiny => panic!("tiny is not a block-tile kernel"),
         }
     }
 
@@ -274,6 +286,12 @@ impl SgemmArchConfig {
                 smem_bytes: self.gemv.smem_bytes(),
                 split_k_smem_bytes: self.gemv.smem_bytes(),
                 blocks_per_sm: self.gemv.blocks_per_sm,
+            },
+            SgemmVariant::Tiny => LaunchShape {
+                threads: self.tiny.threads(),
+                smem_bytes: 0,
+                split_k_smem_bytes: 0,
+                blocks_per_sm: self.tiny.blocks_per_sm,
             },
             _ => {
                 let t = self.tile(variant);
@@ -395,6 +413,67 @@ impl GemvConfig {
         Ok(())
     }
 }
+
+/// Rows and columns of C each thread of the `tiny` kernel computes (its `TINY_TILE²`
+/// accumulators): 4 so that a row of the piece is one 16-byte load or store wherever the
+/// operand's contiguous direction and alignment allow.
+pub const TINY_TILE: u32 = 4;
+/// The `tiny` kernel gives each piece of C a team of lanes that split k between them when k
+/// is long enough to leave every lane at least this many products: below it, the butterfly
+/// that adds the team's partial sums (`TINY_TILE²` values per level) costs more than the
+/// products it shares out.
+pub const TINY_K_PER_LANE: u32 = 16;
+
+/// The `tiny` kernel's config (`kernels-gpu/src/device/tiny.rs`): `warps` per block,
+/// `unroll` k-steps of loads in flight per lane, the occupancy its launch bound asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TinyConfig {
+    pub warps: u32,
+    pub unroll: u32,
+    pub blocks_per_sm: u32,
+}
+
+impl TinyConfig {
+    pub const fn threads(&self) -> u32 {
+        self.warps * 32
+    }
+    /// Lanes that share one piece of C, each taking every `lanes`-th k: the largest power of
+    /// two up to 32 that leaves each at least [`TINY_K_PER_LANE`] of k (1 for k < 32). The
+    /// host sizes the grid with the same function.
+    pub const fn team_lanes(k: u32) -> u32 {
+        let mut lanes = 1;
+        while lanes < 32 && 2 * lanes * TINY_K_PER_LANE <= k {
+            lanes *= 2;
+        }
+        lanes
+    }
+    pub const fn check(&self, arch: Arch) -> Result<(), &'static str> {
+        let l = arch.limits();
+        if self.warps == 0 || self.threads() > 1024 {
+            return Err("tiny: 1 to 32 warps per block");
+        }
+        if self.unroll == 0 || self.unroll > 8 {
+            return Err("tiny: unroll 1..=8");
+        }
+        if self.blocks_per_sm == 0 || self.threads() * self.blocks_per_sm > l.max_threads_per_sm {
+            return Err("tiny: blocks_per_sm x threads exceeds the threads an SM can hold");
+        }
+        // Accumulators, `unroll` k-steps of a row and a column of the piece, 2 × 8 for the
+        // piece's line addresses, ~16 for indices and loop counters.
+        let need = TINY_TILE * TINY_TILE + self.unroll * 2 * TINY_TILE + 32;
+        if l.regs_per_sm / (self.threads() * self.blocks_per_sm) < need {
+            return Err("tiny: register budget below what the accumulators and loads in flight need");
+        }
+        Ok(())
+    }
+}
+
+/// `tiny` on every architecture: 8 warps, three blocks per SM (768 threads, which every
+/// architecture holds, 85 registers a thread), 2 k-steps of loads in flight per lane. With 4,
+/// ptxas 12.9 spilled 12-172 bytes on sm_90 at this bound (the 16 accumulators, 32 loaded
+/// values and a piece's 8 line addresses). The loads are L1 and L2 hits for the small operands
+/// this kernel takes; not tuned per architecture.
+const TINY: TinyConfig = TinyConfig { warps: 8, unroll: 2, blocks_per_sm: 3 };
 
 impl SgemmTile {
     /// Tiles (blocks) that cover an `m × n` C: partial tiles at the edges count as whole.
@@ -641,6 +720,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: small(16, 2, 8),
         skinny: skinny(32, 2, 4),
         gemv: GEMV_VOLTA,
+        tiny: TINY,
     },
     // sm_75 (T4): no cp.async; only 64 KB of shared memory and 1024 threads per SM, so at most
     // 4 blocks of 256 threads: `large` at two blocks (128 registers each) is the sweet spot;
@@ -653,6 +733,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: small(16, 2, 6),
         skinny: skinny(32, 2, 2),
         gemv: GEMV,
+        tiny: TINY,
     },
     // sm_80 (A100): cp.async, 164 KB per SM. `large` with 4 stages of bk = 16 takes 68 KB, so
     // two blocks fit (136 KB); deeper pipelines hide A100's longer HBM latency.
@@ -664,6 +745,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: small(16, 4, 8),
         skinny: skinny(32, 4, 3),
         gemv: GEMV,
+        tiny: TINY,
     },
     // sm_86 (RTX 30 / A10): only 100 KB of shared memory and 1536 threads per SM. Two `large`
     // blocks must share 100 KB, so 3 stages of bk = 8 (25 KB each).
@@ -675,6 +757,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: small(16, 3, 6),
         skinny: skinny(32, 3, 2),
         gemv: GEMV,
+        tiny: TINY,
     },
     // sm_89 (RTX 40 / L4 / L40): same shared-memory and thread budget as sm_86, and the same
     // 128 FP32 lanes per SM, so the same tiles.
@@ -686,6 +769,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: small(16, 3, 6),
         skinny: skinny(32, 3, 2),
         gemv: GEMV,
+        tiny: TINY,
     },
     // sm_90 (H100 / H200): 228 KB per SM, 132 SMs. Deep pipelines are affordable: `large`
     // keeps 4 stages (68 KB) at two blocks per SM; `skinny` keeps 6 stages of 32-deep k-steps
@@ -703,6 +787,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: medium(16, 2, 8),
         skinny: skinny(32, 6, 3),
         gemv: GEMV_HBM3,
+        tiny: TINY,
     },
     // sm_100 (B200): same shared memory, thread and register budget per SM as sm_90, and the
     // same FP32 path, so the sm_90 tiles (not yet measured on a B200).
@@ -714,6 +799,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: medium(16, 2, 8),
         skinny: skinny(32, 6, 3),
         gemv: GEMV_HBM3,
+        tiny: TINY,
     },
     // sm_120 (RTX 50): the sm_86/89 budget (100 KB, 1536 threads). The field report on cuBLAS
     // reaching 68% of FMA throughput there asks for a row of its own: same budget reasoning as
@@ -726,6 +812,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: small(16, 3, 6),
         skinny: skinny(32, 3, 2),
         gemv: GEMV,
+        tiny: TINY,
     },
 ];
 
@@ -755,6 +842,9 @@ const _: () = {
             v += 1;
         }
         if let Err(why) = row.gemv.check(row.arch) {
+            panic!("{}", why);
+        }
+        if let Err(why) = row.tiny.check(row.arch) {
             panic!("{}", why);
         }
         i += 1;

@@ -17,6 +17,8 @@ mod gemv;
 mod moe;
 #[cfg(cukernels_family = "sgemm")]
 pub mod sgemm;
+#[cfg(cukernels_family = "sgemm")]
+mod tiny;
 
 use crate::arch::Arch;
 

@@ -97,8 +97,9 @@ use super::ptx::{
 };
 use super::BUILD_CONFIG;
 use super::gemv::{gemv, gemv_dot};
+use super::tiny::tiny;
 use crate::sgemm_config::{
-    k_slice, sgemm_config, tile_origin_inside, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, RASTER_GROUP_M, SMEM_ROW_PAD,
+    k_slice, sgemm_config, tile_origin_inside, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, TinyConfig, RASTER_GROUP_M, SMEM_ROW_PAD,
 };
 use crate::abi::{sgemm_params_entry, SgemmParams};
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
@@ -857,7 +858,8 @@ unsafe fn sgemm<
 
 /// Defines the PTX entry point of one variant and operand layout with this build's config row:
 /// the `gemv` kernel for [`SgemmVariant::Gemv`] (its dot body where B is k-contiguous, its
-/// column body otherwise), the block-tile kernel for the others.
+/// column body otherwise), the `tiny` kernel for [`SgemmVariant::Tiny`], the block-tile
+/// kernel for the others.
 macro_rules! sgemm_entry {
     ($name:ident, Gemv, $operands:ident) => {
         sgemm_entry!(@signature $name, |problem| {
@@ -874,6 +876,13 @@ macro_rules! sgemm_entry {
             } else {
                 gemv::<{ G.warps as usize }, { G.unroll as usize }, { G.unroll_narrow as usize }, { OPERANDS.a_k_contiguous() }>(&problem)
             }
+        });
+    };
+    ($name:ident, Tiny, $operands:ident) => {
+        sgemm_entry!(@signature $name, |problem| {
+            const C: TinyConfig = sgemm_config(BUILD_CONFIG).tiny;
+            const OPERANDS: SgemmOperands = SgemmOperands::$operands;
+            tiny::<{ C.unroll as usize }, { OPERANDS.a_k_contiguous() }, { OPERANDS.b_k_contiguous() }>(&problem, C)
         });
     };
     ($name:ident, $variant:ident, $operands:ident) => {
