@@ -6,7 +6,7 @@
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
     choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
-    TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE,
+    SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE_COALESCED,
     k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
@@ -344,29 +344,43 @@ fn edge_tiles_move_inside() {
     }
 }
 
-/// `tiny` numbers 4×4 pieces of C over the whole batch, a team of `team_lanes(k)` lanes each,
-/// in one grid along x (the batch is not a grid dimension), capped at `TINY_GRID_WAVES` waves
-/// of its blocks (the kernel's grid-stride loop takes the rest).
+/// `tiny` numbers 4×4 pieces of C over the whole batch in one grid along x (the batch is not
+/// a grid dimension), capped at `TINY_GRID_WAVES` waves of its blocks (the kernel's
+/// grid-stride loop takes the rest), with a team of lanes per piece that the plan picks by the
+/// operands' layout, k and how many pieces there are, and passes in `flags`.
 #[test]
-fn tiny_plan_grid() {
+fn tiny_plan_grid_and_teams() {
     let row = sgemm_config(Arch::Sm90);
-    assert_eq!((TinyConfig::team_lanes(0), TinyConfig::team_lanes(31), TinyConfig::team_lanes(32)), (1, 1, 2));
-    assert_eq!((TinyConfig::team_lanes(337), TinyConfig::team_lanes(1 << 20)), (16, 32));
-    for k in [1u32, 17, 100, 5000, 1 << 20] {
-        let lanes = TinyConfig::team_lanes(k);
-        assert!(lanes.is_power_of_two() && lanes <= 32 && (lanes == 1 || k >= lanes * TINY_K_PER_LANE), "k {k}: {lanes}");
+    let resident = (H200_SMS * row.tiny.blocks_per_sm * row.tiny.threads()) as u64;
+    // Both operands k-contiguous: as many lanes as k allows, whatever the pieces.
+    let nt = SgemmOperands::Nt;
+    assert_eq!((TinyConfig::team_lanes(15, nt, 1, resident), TinyConfig::team_lanes(16, nt, 1, resident)), (1, 2));
+    assert_eq!(TinyConfig::team_lanes(100_000, nt, 1 << 30, resident), 32);
+    // Otherwise one lane per piece while the pieces fill the GPU, more only while they do not.
+    for operands in [SgemmOperands::Nn, SgemmOperands::Tn, SgemmOperands::Tt] {
+        assert_eq!(TinyConfig::team_lanes(5000, operands, resident, resident), 1);
+        assert_eq!(TinyConfig::team_lanes(5000, operands, resident / 4, resident), 4);
+        assert_eq!(TinyConfig::team_lanes(5000, operands, 1, resident), 32);
+        assert_eq!(TinyConfig::team_lanes(31, operands, 1, resident), 1);
+    }
+    for k in [0u32, 1, 17, 100, 5000, 1 << 20] {
+        for operands in SgemmOperands::ALL {
+            let lanes = TinyConfig::team_lanes(k, operands, 1, resident);
+            assert!(lanes.is_power_of_two() && lanes <= 32 && (lanes == 1 || k >= lanes * TINY_K_PER_LANE_COALESCED), "k {k}: {lanes}");
+        }
     }
     let plan = |m: usize, n: usize, k: usize, batch: usize| {
         let g = Sgemm::new(m, n, k).batched(batch);
         g.plan(&buffers(batch * m * k, batch * k * n, batch * m * n), row, H200_SMS, Some(SgemmVariant::Tiny.into())).unwrap()
     };
-    // 2880 × (9 × 24 × 337): 3 × 6 pieces per problem, 16 lanes each.
+    // 2880 × (9 × 24 × 337), row-major (A k-contiguous, B n-contiguous): 3 × 6 pieces per
+    // problem, 51 840 pieces, too few threads alone: two lanes each.
     let p = plan(9, 24, 337, 2880);
-    assert_eq!((p.variant, p.block, p.smem_bytes), (SgemmVariant::Tiny, row.tiny.threads(), 0));
-    assert_eq!(p.grid, ((2880 * 18 * 16u32).div_ceil(row.tiny.threads()), 1, 1));
+    assert_eq!((p.variant, p.block, p.smem_bytes, p.tiny_team_lanes()), (SgemmVariant::Tiny, row.tiny.threads(), 0, 2));
+    assert_eq!(p.grid, ((2880 * 18 * 2u32).div_ceil(row.tiny.threads()), 1, 1));
     // More than MAX_GRID_Z problems: still one grid along x.
     let p = plan(3, 5, 2, 100_000);
-    assert_eq!(p.grid, ((100_000 * 2u32).div_ceil(row.tiny.threads()), 1, 1));
+    assert_eq!((p.grid, p.tiny_team_lanes()), (((100_000 * 2u32).div_ceil(row.tiny.threads()), 1, 1), 1));
     // Past the cap, the grid stays at TINY_GRID_WAVES waves.
     let p = plan(4000, 4000, 4, 3);
     assert_eq!(p.grid, ((H200_SMS as u64 * row.tiny.blocks_per_sm as u64 * TINY_GRID_WAVES) as u32, 1, 1));

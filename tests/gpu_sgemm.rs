@@ -11,7 +11,7 @@
 use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cukernels::cudarc::driver::{CudaContext, CudaStream};
 use cukernels::{
-    artifacts, device_context, k_slice, ArtifactKind, Cukernels, KernelFamily, SgemmBuffers, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, TinyConfig, Transpose, MAX_K_SPLITS,
+    artifacts, device_context, k_slice, ArtifactKind, Cukernels, KernelFamily, SgemmBuffers, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, Transpose, MAX_K_SPLITS,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
 use rand::rngs::StdRng;
@@ -345,6 +345,8 @@ fn split_results_equal_the_cpu_in_the_kernels_order() {
     let x = inputs(&g, &mut rng, (0, 0, 0));
     let a = s.clone_htod(&x.a).unwrap();
     let b = s.clone_htod(&x.b).unwrap();
+    // (Addresses only for the plan's checks: its team size depends on sizes, not addresses.)
+    let buffers = SgemmBuffers { a_addr: 1 << 20, a_len: x.a.len(), b_addr: 1 << 30, b_len: x.b.len(), c_addr: 1 << 40, c_len: x.c.len() };
     let expected = |sum_of: &dyn Fn(usize, usize) -> f32| -> Vec<u32> { (0..m * n).map(|e| sum_of(e / n, e % n).to_bits()).collect() };
     let mut tested = 0;
     for h in &gpu.handles {
@@ -354,8 +356,9 @@ fn split_results_equal_the_cpu_in_the_kernels_order() {
         }
         for choice in choices {
             let want = if choice.variant == SgemmVariant::Tiny {
-                let lanes = TinyConfig::team_lanes(k as u32) as usize;
-                assert!(lanes > 1, "k = {k} should split over a team");
+                let plan = g.plan(&buffers, h.sgemm_config(), h.sm_count(), Some(choice)).unwrap();
+                let lanes = plan.tiny_team_lanes() as usize;
+                assert!(lanes > 1, "k = {k} over {} pieces should split over a team", (m / 4) * (n / 4));
                 expected(&|i, j| {
                     let mut v: Vec<f32> = (0..lanes).map(|t| fma_chain(&x.a, &x.b, (i, j), (k, n), (t..k).step_by(lanes))).collect();
                     let mut level = lanes / 2;

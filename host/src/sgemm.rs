@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{launch, Cukernels, LaunchAttribute};
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR};
+use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR, TINY_LANES_SHIFT};
 use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, TinyConfig, GEMV_COLUMNS, MAX_K_SPLITS, TINY_TILE};
 use std::ffi::c_void;
 
@@ -423,8 +423,13 @@ impl Sgemm {
                     let what = format!("m × n needs {pieces_per_problem} pieces of {TINY_TILE}×{TINY_TILE}, more than tiny numbers in 32 bits");
                     return Err(Error::invalid("m", g.m, what));
                 }
-                let threads = pieces_per_problem.saturating_mul(g.batch as u64).saturating_mul(TinyConfig::team_lanes(k as u32) as u64);
-                let cap = (sm_count.max(1) as u64 * row.tiny.blocks_per_sm as u64 * TINY_GRID_WAVES).min(MAX_GRID_X);
+                let pieces = pieces_per_problem.saturating_mul(g.batch as u64);
+                let resident_blocks = sm_count.max(1) as u64 * row.tiny.blocks_per_sm as u64;
+                let operands = SgemmOperands::new(a_k_contiguous, b_k_contiguous);
+                let lanes = TinyConfig::team_lanes(k as u32, operands, pieces, resident_blocks * row.tiny.threads() as u64);
+                flags |= lanes.trailing_zeros() << TINY_LANES_SHIFT;
+                let threads = pieces.saturating_mul(lanes as u64);
+                let cap = (resident_blocks * TINY_GRID_WAVES).min(MAX_GRID_X);
                 (threads.div_ceil(row.tiny.threads() as u64).clamp(1, cap), "m", g.m, String::new())
             }
             SgemmVariant::Gemv => {
@@ -469,6 +474,17 @@ impl Sgemm {
             },
             empty: cm == 0 || cn == 0 || g.batch == 0,
         })
+    }
+}
+
+impl SgemmPlan {
+    /// `tiny`: the lanes that share each piece of C (from `flags`; 1 for other variants).
+    pub fn tiny_team_lanes(&self) -> u32 {
+        if self.variant == SgemmVariant::Tiny {
+            1 << ((self.params.flags >> TINY_LANES_SHIFT) & cukernels_gpu::sgemm_flags::TINY_LANES_MASK)
+        } else {
+            1
+        }
     }
 }
 

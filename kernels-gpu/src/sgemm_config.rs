@@ -418,11 +418,13 @@ impl GemvConfig {
 /// accumulators): 4 so that a row of the piece is one 16-byte load or store wherever the
 /// operand's contiguous direction and alignment allow.
 pub const TINY_TILE: u32 = 4;
-/// The `tiny` kernel gives each piece of C a team of lanes that split k between them when k
-/// is long enough to leave every lane at least this many products: below it, the butterfly
-/// that adds the team's partial sums (`TINY_TILE²` values per level) costs more than the
-/// products it shares out.
+/// The `tiny` kernel can give each piece of C a team of lanes that split k between them
+/// ([`TinyConfig::team_lanes`]), each lane taking at least this many products: below it, the
+/// butterfly that adds the team's partial sums (`TINY_TILE²` values per level) costs more
+/// than the products it shares out. Where both operands are k-contiguous a team's loads are
+/// consecutive floats, which pays from [`TINY_K_PER_LANE_COALESCED`] products per lane on.
 pub const TINY_K_PER_LANE: u32 = 16;
+pub const TINY_K_PER_LANE_COALESCED: u32 = 8;
 
 /// The `tiny` kernel's config (`kernels-gpu/src/device/tiny.rs`): `warps` per block,
 /// `unroll` k-steps of loads in flight per lane, the occupancy its launch bound asks for.
@@ -437,12 +439,26 @@ impl TinyConfig {
     pub const fn threads(&self) -> u32 {
         self.warps * 32
     }
-    /// Lanes that share one piece of C, each taking every `lanes`-th k: the largest power of
-    /// two up to 32 that leaves each at least [`TINY_K_PER_LANE`] of k (1 for k < 32). The
-    /// host sizes the grid with the same function.
-    pub const fn team_lanes(k: u32) -> u32 {
+    /// Lanes that share one piece of C, each taking every `lanes`-th k (a power of two up to
+    /// 32), for `pieces` pieces on a GPU that holds `resident_threads` of these threads at
+    /// once. Lanes along m or n (one per piece, consecutive pieces in a warp) read a row of A
+    /// that every lane shares and consecutive columns of an n-contiguous B, while a team's
+    /// lanes read k apart, which is coalesced only along a k-contiguous operand. So: with both
+    /// operands k-contiguous, as many lanes as k allows at [`TINY_K_PER_LANE_COALESCED`]
+    /// products each; otherwise one lane per piece, doubled (up to what k allows at
+    /// [`TINY_K_PER_LANE`]) only while the pieces alone leave the GPU short of threads.
+    pub const fn team_lanes(k: u32, operands: SgemmOperands, pieces: u64, resident_threads: u64) -> u32 {
+        let coalesced = matches!(operands, SgemmOperands::Nt);
+        let per_lane = if coalesced { TINY_K_PER_LANE_COALESCED } else { TINY_K_PER_LANE };
+        let mut most = 1;
+        while most < 32 && 2 * most * per_lane <= k {
+            most *= 2;
+        }
+        if coalesced {
+            return most;
+        }
         let mut lanes = 1;
-        while lanes < 32 && 2 * lanes * TINY_K_PER_LANE <= k {
+        while lanes < most && pieces.saturating_mul(lanes as u64) < resident_threads {
             lanes *= 2;
         }
         lanes

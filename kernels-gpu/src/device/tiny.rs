@@ -21,9 +21,10 @@
 //! FMAs, so that many loads are in flight per lane.
 //!
 //! ## Long k: a team of lanes per piece
-//! Where k is long ([`TinyConfig::team_lanes`]: at least `2 · TINY_K_PER_LANE`), a team of 2
-//! to 32 consecutive lanes shares a piece: lane `t` of the team takes k = t, t + lanes, ...,
-//! so a team's loads of a k-contiguous operand are consecutive floats. A butterfly of
+//! Where k is long, a team of 2 to 32 consecutive lanes can share a piece (the host picks the
+//! team's size, [`TinyConfig::team_lanes`], and passes it in `flags`): lane `t` of the team
+//! takes k = t, t + lanes, ..., so a team's loads of a k-contiguous operand are consecutive
+//! floats. A butterfly of
 //! shuffles then adds the lanes' partial sums; every lane ends with the same bits (each level
 //! adds the same two values in either order), so the result is the same on every run.
 //!
@@ -37,7 +38,7 @@
 use super::ptx::{block_idx_x, fma, grid_dim_x, shfl_xor_f32, thread_idx_x};
 use super::sgemm::{Float4, Problem};
 use crate::sgemm_config::{TinyConfig, TINY_TILE};
-use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
+use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR, TINY_LANES_MASK, TINY_LANES_SHIFT};
 
 const T: usize = TINY_TILE as usize;
 
@@ -124,7 +125,8 @@ fn outer_product(acc: &mut [[f32; T]; T], a: &[f32; T], b: &[f32; T]) {
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 pub(super) unsafe fn tiny<const UNROLL: usize, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: bool>(p: &Problem, config: TinyConfig) {
-    let lanes = TinyConfig::team_lanes(p.k);
+    let lanes_log2 = (p.flags >> TINY_LANES_SHIFT) & TINY_LANES_MASK;
+    let lanes = 1u32 << lanes_log2;
     let tid = thread_idx_x();
     let team_lane = tid % lanes;
     let pieces_m = p.m.div_ceil(TINY_TILE);
@@ -135,7 +137,6 @@ pub(super) unsafe fn tiny<const UNROLL: usize, const A_K_CONTIGUOUS: bool, const
     let items = pieces * lanes as u64;
     let threads = config.threads() as u64;
     let stride = grid_dim_x() as u64 * threads;
-    let lanes_log2 = lanes.trailing_zeros();
 
     // The warp's first item decides whether the warp runs this round (see the module docs).
     let mut warp_item = block_idx_x() as u64 * threads + (tid - tid % 32) as u64;
