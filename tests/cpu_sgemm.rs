@@ -6,7 +6,7 @@
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
     choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
-    SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE_COALESCED,
+    SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE,
     k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
@@ -352,21 +352,32 @@ fn edge_tiles_move_inside() {
 fn tiny_plan_grid_and_teams() {
     let row = sgemm_config(Arch::Sm90);
     let resident = (H200_SMS * row.tiny.blocks_per_sm * row.tiny.threads()) as u64;
-    // Both operands k-contiguous: as many lanes as k allows, whatever the pieces.
-    let nt = SgemmOperands::Nt;
-    assert_eq!((TinyConfig::team_lanes(15, nt, 1, resident), TinyConfig::team_lanes(16, nt, 1, resident)), (1, 2));
-    assert_eq!(TinyConfig::team_lanes(100_000, nt, 1 << 30, resident), 32);
-    // Otherwise one lane per piece while the pieces fill the GPU, more only while they do not.
-    for operands in [SgemmOperands::Nn, SgemmOperands::Tn, SgemmOperands::Tt] {
-        assert_eq!(TinyConfig::team_lanes(5000, operands, resident, resident), 1);
-        assert_eq!(TinyConfig::team_lanes(5000, operands, resident / 4, resident), 4);
-        assert_eq!(TinyConfig::team_lanes(5000, operands, 1, resident), 32);
-        assert_eq!(TinyConfig::team_lanes(31, operands, 1, resident), 1);
-    }
+    let (nn, nt, tn, tt) = (SgemmOperands::Nn, SgemmOperands::Nt, SgemmOperands::Tn, SgemmOperands::Tt);
+    let lanes = |k: u32, operands: SgemmOperands, pieces_n: u32, pieces: u64| TinyConfig::team_lanes(k, operands, pieces_n, pieces, resident);
+    // Lines a warp's loads touch: a row of 32 or more pieces shares A's rows (k-contiguous A
+    // costs one line); lanes along k cost a line each across m- or n-contiguous operands.
+    assert_eq!(TinyConfig::warp_lines(1, nn, 32), 2);
+    assert_eq!(TinyConfig::warp_lines(1, nn, 2), 17);
+    assert_eq!(TinyConfig::warp_lines(32, nt, 1), 2);
+    assert_eq!(TinyConfig::warp_lines(1, tt, 1), 2);
+    // Plenty of pieces: A m-contiguous and B n-contiguous read coalesced with one lane per
+    // piece (H200: 37 × (3271 × 11 × 1449) 4.5 ms with teams of 32, 0.5 ms without); a
+    // k-contiguous A against 2 pieces per row and B n-contiguous takes the team whose lines
+    // are fewest (4: 8 + 4 lines per load pair); both k-contiguous, the whole warp.
+    assert_eq!(lanes(1449, tn, 3, resident), 1);
+    assert_eq!(lanes(464, nn, 2, resident), 4);
+    assert_eq!(lanes(2001, nt, 8, resident), 32);
+    // k too short for any team, and too few pieces to fill the GPU: teams up to what k allows.
+    assert_eq!(lanes(15, nt, 1, 1), 1);
+    assert_eq!(lanes(16, tn, 1, resident), 1);
+    assert_eq!(lanes(16, tn, 1, 1), 2);
+    assert_eq!(lanes(100_000, tn, 3, resident / 8), 2);
     for k in [0u32, 1, 17, 100, 5000, 1 << 20] {
         for operands in SgemmOperands::ALL {
-            let lanes = TinyConfig::team_lanes(k, operands, 1, resident);
-            assert!(lanes.is_power_of_two() && lanes <= 32 && (lanes == 1 || k >= lanes * TINY_K_PER_LANE_COALESCED), "k {k}: {lanes}");
+            for (pieces_n, pieces) in [(1, 1), (3, resident), (40, 1 << 30)] {
+                let l = lanes(k, operands, pieces_n, pieces);
+                assert!(l.is_power_of_two() && l <= 32 && (l == 1 || k >= l * TINY_K_PER_LANE), "k {k}: {l}");
+            }
         }
     }
     let plan = |m: usize, n: usize, k: usize, batch: usize| {
@@ -374,7 +385,7 @@ fn tiny_plan_grid_and_teams() {
         g.plan(&buffers(batch * m * k, batch * k * n, batch * m * n), row, H200_SMS, Some(SgemmVariant::Tiny.into())).unwrap()
     };
     // 2880 × (9 × 24 × 337), row-major (A k-contiguous, B n-contiguous): 3 × 6 pieces per
-    // problem, 51 840 pieces, too few threads alone: two lanes each.
+    // problem; with 6 pieces a row, teams of 2 touch the fewest lines (3 + 2).
     let p = plan(9, 24, 337, 2880);
     assert_eq!((p.variant, p.block, p.smem_bytes, p.tiny_team_lanes()), (SgemmVariant::Tiny, row.tiny.threads(), 0, 2));
     assert_eq!(p.grid, ((2880 * 18 * 2u32).div_ceil(row.tiny.threads()), 1, 1));

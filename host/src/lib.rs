@@ -47,7 +47,7 @@ pub use cukernels_gpu::{
     attention_config, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTile, MatrixPath, ATTENTION_CONFIGS, ATTENTION_KERNELS,
     GlobalPtr, KernelFamily, KernelSpec, SgemmParams, sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
     SgemmVariant, GEMV_COLUMNS, GEMV_DOT_FILL_WARPS, GEMV_DOT_MIN_K_PER_WARP, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
-    TinyConfig, TINY_K_PER_LANE, TINY_K_PER_LANE_COALESCED, TINY_TILE,
+    TinyConfig, TINY_K_PER_LANE, TINY_TILE,
 };
 /// The run-time bits of an SGEMM launch (`SgemmParams::flags`).
 pub use cukernels_gpu::sgemm_flags;

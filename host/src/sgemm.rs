@@ -426,7 +426,8 @@ impl Sgemm {
                 let pieces = pieces_per_problem.saturating_mul(g.batch as u64);
                 let resident_blocks = sm_count.max(1) as u64 * row.tiny.blocks_per_sm as u64;
                 let operands = SgemmOperands::new(a_k_contiguous, b_k_contiguous);
-                let lanes = TinyConfig::team_lanes(k as u32, operands, pieces, resident_blocks * row.tiny.threads() as u64);
+                let pieces_n = cn.div_ceil(TINY_TILE as usize) as u32;
+                let lanes = TinyConfig::team_lanes(k as u32, operands, pieces_n, pieces, resident_blocks * row.tiny.threads() as u64);
                 flags |= lanes.trailing_zeros() << TINY_LANES_SHIFT;
                 let threads = pieces.saturating_mul(lanes as u64);
                 let cap = (resident_blocks * TINY_GRID_WAVES).min(MAX_GRID_X);

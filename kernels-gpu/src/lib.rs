@@ -46,7 +46,7 @@ pub use moe_config::{
 pub use sgemm_config::{
     sgemm_config, sgemm_kernel, sgemm_kernel_index, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile, SgemmVariant, GEMV_COLUMNS,
     GEMV_DOT_FILL_WARPS, GEMV_DOT_MIN_K_PER_WARP, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
-    TinyConfig, TINY_K_PER_LANE, TINY_K_PER_LANE_COALESCED, TINY_TILE,
+    TinyConfig, TINY_K_PER_LANE, TINY_TILE,
 };
 
 /// Bits of the `flags` argument of every SGEMM entry point. The kernel always computes a

@@ -421,10 +421,8 @@ pub const TINY_TILE: u32 = 4;
 /// The `tiny` kernel can give each piece of C a team of lanes that split k between them
 /// ([`TinyConfig::team_lanes`]), each lane taking at least this many products: below it, the
 /// butterfly that adds the team's partial sums (`TINY_TILE²` values per level) costs more
-/// than the products it shares out. Where both operands are k-contiguous a team's loads are
-/// consecutive floats, which pays from [`TINY_K_PER_LANE_COALESCED`] products per lane on.
-pub const TINY_K_PER_LANE: u32 = 16;
-pub const TINY_K_PER_LANE_COALESCED: u32 = 8;
+/// than the products it shares out.
+pub const TINY_K_PER_LANE: u32 = 8;
 
 /// The `tiny` kernel's config (`kernels-gpu/src/device/tiny.rs`): `warps` per block,
 /// `unroll` k-steps of loads in flight per lane, the occupancy its launch bound asks for.
@@ -439,26 +437,38 @@ impl TinyConfig {
     pub const fn threads(&self) -> u32 {
         self.warps * 32
     }
-    /// Lanes that share one piece of C, each taking every `lanes`-th k (a power of two up to
-    /// 32), for `pieces` pieces on a GPU that holds `resident_threads` of these threads at
-    /// once. Lanes along m or n (one per piece, consecutive pieces in a warp) read a row of A
-    /// that every lane shares and consecutive columns of an n-contiguous B, while a team's
-    /// lanes read k apart, which is coalesced only along a k-contiguous operand. So: with both
-    /// operands k-contiguous, as many lanes as k allows at [`TINY_K_PER_LANE_COALESCED`]
-    /// products each; otherwise one lane per piece, doubled (up to what k allows at
-    /// [`TINY_K_PER_LANE`]) only while the pieces alone leave the GPU short of threads.
-    pub const fn team_lanes(k: u32, operands: SgemmOperands, pieces: u64, resident_threads: u64) -> u32 {
-        let coalesced = matches!(operands, SgemmOperands::Nt);
-        let per_lane = if coalesced { TINY_K_PER_LANE_COALESCED } else { TINY_K_PER_LANE };
+    /// 128-byte lines one warp's load of A plus one of B touches when teams of `lanes` lanes
+    /// share each piece (`pieces_n` pieces per row of pieces; a warp takes `32 / lanes`
+    /// consecutive pieces). A team's lanes read consecutive k: one line along a k-contiguous
+    /// operand, `lanes` lines across an m- or n-contiguous one. The warp's pieces share rows of
+    /// A where they lie in one row of pieces, and columns of B where they lie in one column.
+    pub const fn warp_lines(lanes: u32, operands: SgemmOperands, pieces_n: u32) -> u32 {
+        let pieces_per_warp = 32 / lanes;
+        let pieces_n = if pieces_n == 0 { 1 } else { pieces_n };
+        let a = if operands.a_k_contiguous() { pieces_per_warp.div_ceil(pieces_n) } else { lanes };
+        let b = if operands.b_k_contiguous() { if pieces_per_warp < pieces_n { pieces_per_warp } else { pieces_n } } else { lanes };
+        a + b
+    }
+    /// Lanes that share one piece of C, each taking every `lanes`-th k: a power of two up to
+    /// 32 that leaves each lane at least [`TINY_K_PER_LANE`] of k, the one whose loads touch
+    /// the fewest lines ([`warp_lines`](Self::warp_lines); the smaller on a tie), then doubled
+    /// while `pieces` (of which `pieces_n` per row) give the GPU fewer than a quarter of the
+    /// `resident_threads` it holds at once. The host passes the result in `flags`.
+    pub const fn team_lanes(k: u32, operands: SgemmOperands, pieces_n: u32, pieces: u64, resident_threads: u64) -> u32 {
         let mut most = 1;
-        while most < 32 && 2 * most * per_lane <= k {
+        while most < 32 && 2 * most * TINY_K_PER_LANE <= k {
             most *= 2;
         }
-        if coalesced {
-            return most;
+        let (mut lanes, mut fewest) = (1, Self::warp_lines(1, operands, pieces_n));
+        let mut l = 2;
+        while l <= most {
+            let lines = Self::warp_lines(l, operands, pieces_n);
+            if lines < fewest {
+                (lanes, fewest) = (l, lines);
+            }
+            l *= 2;
         }
-        let mut lanes = 1;
-        while lanes < most && pieces.saturating_mul(lanes as u64) < resident_threads {
+        while lanes < most && pieces.saturating_mul(4 * lanes as u64) < resident_threads {
             lanes *= 2;
         }
         lanes
