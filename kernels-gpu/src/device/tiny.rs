@@ -20,13 +20,16 @@
 //! `B_VECTOR`), else 4 loads of a float. `unroll` k-steps of loads are issued before their
 //! FMAs, so that many loads are in flight per lane.
 //!
-//! ## Long k: a team of lanes per piece
-//! Where k is long, a team of 2 to 32 consecutive lanes can share a piece (the host picks the
-//! team's size, [`TinyConfig::team_lanes`], and passes it in `flags`): lane `t` of the team
-//! takes k = t, t + lanes, ..., so a team's loads of a k-contiguous operand are consecutive
-//! floats. A butterfly of
-//! shuffles then adds the lanes' partial sums; every lane ends with the same bits (each level
-//! adds the same two values in either order), so the result is the same on every run.
+//! ## A team of lanes per piece
+//! A team of 1 to 32 consecutive lanes can share a piece: lane `t` of the team takes k = t,
+//! t + lanes, ..., so a team's loads of a k-contiguous operand are consecutive floats, while
+//! one lane per piece makes the warp's loads of an m- or n-contiguous operand consecutive (and
+//! its loads of A the same rows wherever the warp's pieces share a row of pieces). The host
+//! picks the team that touches the fewest memory lines per load, larger where the pieces alone
+//! are too few threads for the GPU ([`TinyConfig::team_lanes`]), and passes it in `flags`.
+//! A butterfly of shuffles then adds the lanes' partial sums; every lane ends with the same
+//! bits (each level adds the same two values in either order), so the result is the same on
+//! every run.
 //!
 //! ## Edges
 //! A piece that reaches past m (n) reads its last row (column) again instead of the rows past
