@@ -6,7 +6,7 @@
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
     choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
-    SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE,
+    SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE, TINY_SHORT_K_MAX_TILE_USE,
     k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
@@ -250,12 +250,16 @@ fn dispatcher_follows_its_rule() {
     assert_eq!(choose(21, 3, 3, 16), "gemv");
     assert_eq!(choose(1, 162, GEMV_MIN_K, 2197), "gemv");
     assert_ne!(choose(1, 162, GEMV_MIN_K - 1, 2197), "gemv");
-    // Past `gemv`'s rule, a short k goes to `tiny` at any size (writing C is the work)...
+    // Past `gemv`'s rule, a short k goes to `tiny` (writing C is the work) unless the tiles
+    // fit the problem well...
     assert_eq!(choose(1, 162, 9, 2197), "tiny");
-    assert_eq!(choose(1821, 12311, 4, 9), "tiny");
-    assert_eq!(choose(4096, 4096, TINY_SHORT_K, 1), "tiny");
-    assert_ne!(choose(4096, 4096, TINY_SHORT_K + 1, 1), "tiny");
-    assert_eq!(choose(4096, 4096, 0, 1), "tiny");
+    assert_eq!(choose(12, 2119, TINY_SHORT_K, 971), "tiny");
+    assert!(best_tile_use(12, 2119, row) <= TINY_SHORT_K_MAX_TILE_USE);
+    assert_ne!(choose(12, 2119, TINY_SHORT_K + 1, 971), "tiny");
+    for (m, n) in [(1821, 12311), (7120, 104), (4096, 4096)] {
+        assert!(best_tile_use(m, n, row) > TINY_SHORT_K_MAX_TILE_USE);
+        assert_ne!(choose(m, n, 4, 9), "tiny");
+    }
     // ... and so do problems the small tiles would mostly pad: batches of tiny matrices, a
     // handful of columns with k too short for `gemv` (247 × 9: 14% of a 16×64 `skinny` tile).
     assert_eq!(choose(8, 8, 64, 20000), "tiny");

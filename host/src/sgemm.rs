@@ -547,14 +547,24 @@ pub const GEMV_TINY_OUTPUTS: usize = 16_384;
 /// to start.
 pub const TINY_GRID_WAVES: u64 = 16;
 
-/// The longest k for which the dispatcher always picks `tiny` (past the `gemv` rule): each
-/// element of C is at most this many products, so the work is writing C, which `tiny` does
-/// with no pipeline to fill, no shared memory and no barrier.
+/// The longest k that the dispatcher counts as short (past the `gemv` rule): each element of
+/// C is at most this many products, so the work is writing C, which `tiny` does with no
+/// pipeline to fill, no shared memory and no barrier; it takes such a problem unless the tiles
+/// would fit it well ([`TINY_SHORT_K_MAX_TILE_USE`]).
 pub const TINY_SHORT_K: usize = 16;
 
-/// The dispatcher picks `tiny` when the block tiles that fit a problem best would leave at
-/// least three quarters of their FMAs on rows and columns past its edges (a batch of 8×8
-/// products in 64×64 tiles uses 1.6% of them).
+/// With a short k, `tiny` is picked while the best-fitting small tiles would use at most this
+/// fraction of their elements. H200, randomized sweep of 2026-12-03 (every candidate timed,
+/// so this is fitted to those shapes): at k ≤ 16 `tiny` was 0.06-0.98× the best tile's time
+/// up to 78% use (one shape at 74%, 294 × (143 × 3916 × 1), 1.10×), and 1.05-1.25× from 85%
+/// on (1.88× for 39 × (7120 × 104 × 15) at 81%), where the tiles write C in wide runs.
+pub const TINY_SHORT_K_MAX_TILE_USE: f64 = 0.8;
+
+/// The dispatcher picks `tiny` at any k when the block tiles that fit a problem best would
+/// leave at least three quarters of their FMAs on rows and columns past its edges (a batch of
+/// 8×8 products in 64×64 tiles uses 1.6% of them). Same sweep, k > 16: of the 28 shapes
+/// `tiny` took by this rule, 21 ran within 10% of the best kernel or faster (0.29-1.01×),
+/// 7 were 1.11-1.42× slower.
 pub const TINY_MAX_TILE_USE: f64 = 0.25;
 
 /// The fraction of a block tile's elements that lie inside an `m × n` C, for the tile kernels
@@ -646,9 +656,10 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// were as fast or faster (see [`GEMV_DISPATCH_MAX`]); from 9 `gemv` would take two passes.
 /// A short k is the exception: from [`GEMV_TINY_OUTPUTS`] outputs on, a product with
 /// `k < GEMV_MIN_K` goes to the rules below like any other.
-/// Next, `tiny` takes a short k ([`TINY_SHORT_K`]) and problems that the small tiles would
-/// mostly pad ([`TINY_MAX_TILE_USE`], [`best_tile_use`]): batches of tiny matrices, and
-/// matrices with a handful of rows or columns and a k too short for `gemv`.
+/// Next, `tiny` takes problems that the small tiles would mostly pad ([`TINY_MAX_TILE_USE`],
+/// [`best_tile_use`]: batches of tiny matrices, matrices with a handful of rows or columns
+/// and a k too short for `gemv`) and, with a short k ([`TINY_SHORT_K`]), those they would
+/// not fill well ([`TINY_SHORT_K_MAX_TILE_USE`]).
 /// Otherwise every
 /// candidate ([`kernel_candidates`]) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
@@ -665,7 +676,8 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArch
     if m.min(n) <= GEMV_DISPATCH_MAX && (k >= GEMV_MIN_K || tiny) {
         return SgemmVariant::Gemv.into();
     }
-    if m.min(n) >= 1 && (k <= TINY_SHORT_K || best_tile_use(m, n, row) <= TINY_MAX_TILE_USE) {
+    let tile_use = best_tile_use(m, n, row);
+    if m.min(n) >= 1 && (tile_use <= TINY_MAX_TILE_USE || (k <= TINY_SHORT_K && tile_use <= TINY_SHORT_K_MAX_TILE_USE)) {
         return SgemmVariant::Tiny.into();
     }
     let sms = sm_count.max(1) as f64;
