@@ -494,12 +494,16 @@ impl TinyConfig {
     }
 }
 
-/// `tiny` on every architecture: 8 warps, three blocks per SM (768 threads, which every
+/// `tiny` on every architecture but sm_70: 8 warps, three blocks per SM (768 threads, which every
 /// architecture holds, 85 registers a thread), 2 k-steps of loads in flight per lane. With 4,
 /// ptxas 12.9 spilled 12-172 bytes on sm_90 at this bound (the 16 accumulators, 32 loaded
 /// values and a piece's 8 line addresses). The loads are L1 and L2 hits for the small operands
 /// this kernel takes; not tuned per architecture.
 const TINY: TinyConfig = TinyConfig { warps: 8, unroll: 2, blocks_per_sm: 3 };
+/// `tiny` on sm_70: two blocks per SM (128 registers a thread). At three, ptxas 12.9 for sm_70
+/// spilled 72-104 bytes (nn, tn, tt) with two k-steps of loads in flight, and 4-16 bytes with
+/// one. Not measured on a V100.
+const TINY_VOLTA: TinyConfig = TinyConfig { blocks_per_sm: 2, ..TINY };
 
 impl SgemmTile {
     /// Tiles (blocks) that cover an `m × n` C: partial tiles at the edges count as whole.
@@ -746,7 +750,7 @@ pub const SGEMM_CONFIGS: [SgemmArchConfig; 8] = [
         small: small(16, 2, 8),
         skinny: skinny(32, 2, 4),
         gemv: GEMV_VOLTA,
-        tiny: TINY,
+        tiny: TINY_VOLTA,
     },
     // sm_75 (T4): no cp.async; only 64 KB of shared memory and 1024 threads per SM, so at most
     // 4 blocks of 256 threads: `large` at two blocks (128 registers each) is the sweet spot;
