@@ -539,6 +539,23 @@ fn padded_to_16_bytes(g: Sgemm) -> Sgemm {
     g.leading_dims(pad(ar, ac), pad(br, bc), pad(g.m, g.n))
 }
 
+/// [`case`] for each of `shapes` (`m, n, k, batch`) in every layout and transpose, tight and
+/// [`padded_to_16_bytes`]: alpha and beta alternate between (1.25, −0.5) and (0.75, 0, over
+/// NaN), and every third shape's tight buffers start 1, 2 and 3 floats off alignment.
+fn tight_and_padded_cases(gpu: &Gpu, rng: &mut StdRng, shapes: &[(usize, usize, usize, usize)], variants: &[Option<SgemmChoice>]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (i, &(m, n, k, batch)) in shapes.iter().enumerate() {
+        let (alpha, beta) = if i % 2 == 0 { (1.25, -0.5) } else { (0.75, 0.0) };
+        let offsets = if i % 3 == 1 { (1, 2, 3) } else { (0, 0, 0) };
+        for g in every_layout_and_transpose(m, n, k) {
+            let g = g.batched(batch).alpha_beta(alpha, beta);
+            failures.extend(case(gpu, &g, rng, offsets, variants));
+            failures.extend(case(gpu, &padded_to_16_bytes(g), rng, (0, 0, 0), variants));
+        }
+    }
+    failures
+}
+
 /// GEMV in every layout: few rows of C against B stored either way (`gemv`'s dot body where
 /// B is k-contiguous, weights `[out, in]`; its column body otherwise), and few columns of C,
 /// which `gemv` computes turned around (`Cᵀ = Bᵀ·Aᵀ`, C written transposed), each in every
@@ -567,17 +584,7 @@ fn gemv_every_layout_few_rows_or_few_columns() {
         ]
     };
     let variants = [None, Some(SgemmVariant::Gemv.into())];
-    let mut failures = Vec::new();
-    for (i, &(m, n, k, batch)) in shapes.iter().enumerate() {
-        let (alpha, beta) = if i % 2 == 0 { (1.25, -0.5) } else { (0.75, 0.0) };
-        let offsets = if i % 3 == 1 { (1, 2, 3) } else { (0, 0, 0) };
-        for g in every_layout_and_transpose(m, n, k) {
-            let g = g.batched(batch).alpha_beta(alpha, beta);
-            failures.extend(case(&gpu, &g, &mut rng, offsets, &variants));
-            failures.extend(case(&gpu, &padded_to_16_bytes(g), &mut rng, (0, 0, 0), &variants));
-        }
-    }
-    assert_all(failures);
+    assert_all(tight_and_padded_cases(&gpu, &mut rng, shapes, &variants));
 }
 
 /// `tiny` (4×4 pieces of C per thread, numbered over the whole batch): thousands of tiny
@@ -596,17 +603,7 @@ fn tiny_many_small_problems_and_short_k() {
         &[(6, 5, 5, 2945), (8, 8, 64, 3000), (1, 162, 9, 300), (9, 24, 337, 200), (10, 17, 3062, 3), (33, 70, 7, 2), (4, 4, 1, 5000), (130, 66, 16, 1)]
     };
     let variants = [None, Some(SgemmVariant::Tiny.into())];
-    let mut failures = Vec::new();
-    for (i, &(m, n, k, batch)) in shapes.iter().enumerate() {
-        let (alpha, beta) = if i % 2 == 0 { (1.25, -0.5) } else { (0.75, 0.0) };
-        let offsets = if i % 3 == 1 { (1, 2, 3) } else { (0, 0, 0) };
-        for g in every_layout_and_transpose(m, n, k) {
-            let g = g.batched(batch).alpha_beta(alpha, beta);
-            failures.extend(case(&gpu, &g, &mut rng, offsets, &variants));
-            failures.extend(case(&gpu, &padded_to_16_bytes(g), &mut rng, (0, 0, 0), &variants));
-        }
-    }
-    assert_all(failures);
+    assert_all(tight_and_padded_cases(&gpu, &mut rng, shapes, &variants));
 }
 
 #[test]
