@@ -180,6 +180,8 @@ fn every_entry_point_takes_exactly_the_fields_of_its_parameter_struct() {
         flags: 14,
         alpha: 15.0,
         beta: 16.0,
+        split_partials: cukernels::GlobalPtr::new(17),
+        split_counters: cukernels::GlobalPtr::new(18),
     };
     let args = p.kernel_args();
     assert_eq!(args.len(), SgemmParams::FIELD_SIZES.len());
@@ -194,6 +196,7 @@ fn every_entry_point_takes_exactly_the_fields_of_its_parameter_struct() {
     assert_eq!(values[..14], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
     assert_eq!(f32::from_bits(values[14] as u32), 15.0);
     assert_eq!(f32::from_bits(values[15] as u32), 16.0);
+    assert_eq!(values[16..], [17, 18]);
 }
 
 /// One packaged manifest line: (family, target, config, kind) → raw SHA-256.

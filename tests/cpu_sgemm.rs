@@ -7,9 +7,11 @@ use cukernels::sgemm::MAX_DIM;
 use cukernels::{
     choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
     SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE, TINY_SHORT_K_MAX_TILE_USE,
-    k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD,
+    k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, default_split_workspace_bytes, kernel_candidates,
+    sgemm_flags, SplitWorkspaceLayout, MAX_WORKSPACE_K_SPLITS,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
+use rand::Rng;
 
 const A_BASE: u64 = 0x1_0000_0000;
 const B_BASE: u64 = 0x2_0000_0000;
@@ -17,7 +19,14 @@ const C_BASE: u64 = 0x3_0000_0000;
 const H200_SMS: u32 = 132;
 
 fn buffers(a_len: usize, b_len: usize, c_len: usize) -> SgemmBuffers {
-    SgemmBuffers { a_addr: A_BASE, a_len, b_addr: B_BASE, b_len, c_addr: C_BASE, c_len }
+    SgemmBuffers { a_addr: A_BASE, a_len, b_addr: B_BASE, b_len, c_addr: C_BASE, c_len, ..Default::default() }
+}
+
+/// Where the CPU tests' workspace lies (after A, B and C).
+const W_BASE: u64 = 0x4_0000_0000;
+
+fn with_workspace(bufs: SgemmBuffers, workspace_bytes: usize) -> SgemmBuffers {
+    SgemmBuffers { workspace_addr: W_BASE, workspace_bytes, ..bufs }
 }
 
 fn plan(g: &Sgemm, bufs: &SgemmBuffers) -> Result<SgemmPlan, Error> {
@@ -189,7 +198,7 @@ fn invalid_arguments_are_typed_errors_naming_the_argument() {
     let e = plan(&Sgemm::new(2, 2, 2).batched(3).strides(usize::MAX / 2, 4, 4), &ok).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { name: "stride_a", .. }), "{e}");
     // More tiles than one grid holds.
-    let huge = SgemmBuffers { a_addr: 1 << 12, a_len: 1 << 32, b_addr: 1 << 36, b_len: 1 << 32, c_addr: 1 << 40, c_len: usize::MAX / 2 };
+    let huge = SgemmBuffers { a_addr: 1 << 12, a_len: 1 << 32, b_addr: 1 << 36, b_len: 1 << 32, c_addr: 1 << 40, c_len: usize::MAX / 2, ..Default::default() };
     let e = plan(&Sgemm::new(MAX_DIM, MAX_DIM, 1), &huge).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { name: "m", .. }), "{e}");
 }
@@ -230,16 +239,18 @@ fn edge_semantics_of_the_plan() {
 #[test]
 fn dispatcher_follows_its_rule() {
     let row = sgemm_config(Arch::Sm90);
-    let choose = |m: usize, n: usize, k: usize, batch: usize| choose_kernel(m, n, k, batch, row, H200_SMS).to_string();
+    let workspace = default_split_workspace_bytes(row, H200_SMS);
+    let choose = |m: usize, n: usize, k: usize, batch: usize| choose_kernel(m, n, k, batch, row, H200_SMS, workspace).to_string();
     // Up to GEMV_DISPATCH_MAX rows or columns: `gemv`, either way round.
     for m in [1, 4] {
         assert_eq!(choose(m, 4096, 4096, 1), "gemv");
         assert_eq!(choose(4096, m, 4096, 1), "gemv");
     }
-    // From m = 5 16-row tiles stream B once, their k split over a cluster of 5 (64 tiles alone
-    // leave most SMs idle; H200: 35 µs against 69 µs); from 9 `gemv` would need two passes.
+    // From m = 5 16-row tiles stream B once, their k split over 6 blocks through the workspace
+    // (64 tiles alone leave most SMs idle; H200, 16 × 4096²: 32 µs against 35 over a cluster
+    // of 5 and 71 unsplit); from 9 `gemv` would need two passes.
     for m in [5, 8, 9, 16] {
-        assert_eq!(choose(m, 4096, 4096, 1), "skinny/k5");
+        assert_eq!(choose(m, 4096, 4096, 1), "skinny/w6");
     }
     assert_ne!(choose(16384, 8, 16384, 1), "gemv");
     assert_ne!(choose(17, 4096, 4096, 1), "gemv");
@@ -284,12 +295,22 @@ fn dispatcher_follows_its_rule() {
     // 512³: 256 16×64 tiles; 256³: 64 of them, k split over 2.
     assert_eq!(choose(512, 512, 512, 1), "skinny");
     assert_eq!(choose(256, 256, 256, 1), "skinny/k2");
-    // Defined for every architecture; no split without clusters.
+    // A long k over few tiles is split wide through the workspace, past a cluster's 8
+    // blocks: 64 × 64 × 100 000 is one `small` tile.
+    let long = choose_kernel(64, 64, 100_000, 1, row, H200_SMS, workspace);
+    assert!(long.uses_workspace() && long.k_splits > MAX_K_SPLITS, "{long}");
+    // Defined for every architecture: without clusters a split goes through the workspace,
+    // and without a workspace it goes over a cluster or not at all.
     for arch in Arch::ALL {
-        for (m, n, k, b) in [(1000, 1000, 1000, 1), (33, 4097, 129, 1), (128, 4096, 128, 32), (2048, 2048, 2048, 8), (16, 4096, 4096, 1)] {
-            let c = choose_kernel(m, n, k, b, sgemm_config(arch), 80);
-            assert!(c.k_splits == 1 || arch.limits().has_clusters, "{arch}: {c}");
+        let row = sgemm_config(arch);
+        for (m, n, k, b) in [(1000, 1000, 1000, 1), (33, 4097, 129, 1), (128, 4096, 128, 32), (2048, 2048, 2048, 8), (16, 4096, 4096, 1), (64, 64, 100_000, 1)] {
+            let c = choose_kernel(m, n, k, b, row, 80, 0);
+            assert!(c.k_splits == 1 || (arch.limits().has_clusters && !c.uses_workspace()), "{arch}: {c}");
+            let c = choose_kernel(m, n, k, b, row, 80, default_split_workspace_bytes(row, 80));
+            assert!(c.k_splits == 1 || c.uses_workspace() || arch.limits().has_clusters, "{arch}: {c}");
         }
+        let long = choose_kernel(64, 64, 100_000, 1, row, 80, default_split_workspace_bytes(row, 80));
+        assert!(long.uses_workspace() && long.k_splits >= 8, "{arch}: {long}");
     }
 }
 
@@ -406,7 +427,7 @@ fn k_split_plans_and_their_errors() {
     let g = Sgemm::new(300, 200, 1000);
     let (a, b, c) = (300 * 1000, 1000 * 200, 300 * 200);
     let bufs = buffers(a, b, c);
-    let forced = |arch: Arch, variant: SgemmVariant, k_splits: u32| g.plan(&bufs, sgemm_config(arch), H200_SMS, Some(SgemmChoice { variant, k_splits }));
+    let forced = |arch: Arch, variant: SgemmVariant, k_splits: u32| g.plan(&bufs, sgemm_config(arch), H200_SMS, Some(SgemmChoice::cluster_split(variant, k_splits)));
     // A split plan: one cluster of `k_splits` blocks per tile along y, shared memory for the
     // partial tile (or the pipeline, whichever is larger).
     let p = forced(Arch::Sm90, SgemmVariant::Medium, 3).unwrap();
@@ -440,15 +461,111 @@ fn k_split_plans_and_their_errors() {
         let e = forced(arch, variant, k_splits).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument { name: "k_splits", .. }), "{arch} {variant:?}/k{k_splits}: {e}");
     }
-    // Which tiles split, and which move their edge tiles inside: the small ones, on
-    // architectures with clusters (moving needs none).
+    // Which tiles split, and which move their edge tiles inside: the small ones; over a
+    // cluster only on architectures with clusters (moving needs none).
     for arch in Arch::ALL {
         let row = sgemm_config(arch);
         for v in SgemmVariant::TILED {
             let t = row.tile(v);
             let small = t.bm * t.bn <= SMALL_TILE_MAX_ELEMENTS;
+            assert_eq!(t.splits_k(), small, "{arch} {v:?}");
             assert_eq!(t.can_split_k(&arch.limits()), small && arch.limits().has_clusters, "{arch} {v:?}");
             assert_eq!(t.moves_edge_tiles(), small, "{arch} {v:?}");
+        }
+    }
+}
+
+#[test]
+fn workspace_split_plans_and_their_errors() {
+    let g = Sgemm::new(300, 200, 100_000).alpha_beta(1.5, 0.5);
+    let bufs = buffers(300 * 100_000, 100_000 * 200, 300 * 200);
+    let forced = |arch: Arch, bufs: &SgemmBuffers, choice: SgemmChoice| g.plan(bufs, sgemm_config(arch), H200_SMS, Some(choice));
+    let medium = |k_splits: u32| SgemmChoice::workspace_split(SgemmVariant::Medium, k_splits);
+    // On an architecture without clusters: the tiles along x, the split along y, the
+    // pipeline's shared memory (no partial tile there), and the workspace's two parts.
+    let tile = sgemm_config(Arch::Sm80).medium;
+    let tiles = 5 * 4;
+    let need = g.split_workspace_bytes(sgemm_config(Arch::Sm80), H200_SMS, Some(medium(24)));
+    let layout = SplitWorkspaceLayout::of(need);
+    assert!(layout.fits(tiles, tiles * 24 * (tile.bm * tile.bn * 4) as u64), "{layout:?}");
+    let p = forced(Arch::Sm80, &with_workspace(bufs, need), medium(24)).unwrap();
+    assert_eq!(p.grid, (tiles as u32, 24, 1));
+    assert_eq!(p.smem_bytes, tile.smem_bytes());
+    assert!(p.uses_workspace() && p.params.flags & sgemm_flags::SPLIT_WORKSPACE != 0);
+    assert_eq!(p.params.split_counters.addr(), W_BASE);
+    assert_eq!(p.params.split_partials.addr(), W_BASE + layout.partials_offset as u64);
+    assert_eq!(layout.partials_offset % 256, 0);
+    // The smallest workspace that fits is the one the query names: one alignment step less
+    // does not fit.
+    let short = forced(Arch::Sm80, &with_workspace(bufs, need - 256), medium(24)).unwrap_err();
+    assert!(matches!(short, Error::BufferTooSmall { name: "workspace", required, .. } if required == need), "{short}");
+    let none = forced(Arch::Sm80, &bufs, medium(2)).unwrap_err();
+    assert!(matches!(none, Error::BufferTooSmall { name: "workspace", .. }), "{none}");
+    // The same split over a cluster needs no workspace, and is refused where there are none.
+    assert!(!forced(Arch::Sm90, &bufs, SgemmChoice::cluster_split(SgemmVariant::Medium, 3)).unwrap().uses_workspace());
+    // The workspace must not overlap A, B or C, and must be aligned.
+    for (addr, what) in [(C_BASE + 64, "overlaps C"), (A_BASE, "overlaps A")] {
+        let e = forced(Arch::Sm80, &SgemmBuffers { workspace_addr: addr, workspace_bytes: need, ..bufs }, medium(24)).unwrap_err();
+        assert!(matches!(e, Error::Overlap(ref s) if s.contains(what)), "{what}: {e}");
+    }
+    let e = forced(Arch::Sm80, &SgemmBuffers { workspace_addr: W_BASE + 16, workspace_bytes: need, ..bufs }, medium(24)).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { name: "workspace", .. }), "{e}");
+    // Refused: 0 or too many blocks, gemv, tiny, and the 128-wide tiles.
+    let big = with_workspace(bufs, usize::MAX / 4);
+    for choice in [
+        medium(0),
+        medium(MAX_WORKSPACE_K_SPLITS + 1),
+        SgemmChoice::workspace_split(SgemmVariant::Gemv, 2),
+        SgemmChoice::workspace_split(SgemmVariant::Tiny, 2),
+        SgemmChoice::workspace_split(SgemmVariant::Large, 2),
+        SgemmChoice::workspace_split(SgemmVariant::Huge, 2),
+    ] {
+        let e = forced(Arch::Sm80, &big, choice).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { name: "k_splits", .. }), "{choice}: {e}");
+    }
+    assert!(forced(Arch::Sm80, &big, medium(MAX_WORKSPACE_K_SPLITS)).is_ok());
+    // Batches past the grid's z: every (batch, tile) slot has its counter and partial tiles.
+    let many = Sgemm::new(5, 5, 64).batched(70_000);
+    let choice = SgemmChoice::workspace_split(SgemmVariant::Skinny, 2);
+    let need = many.split_workspace_bytes(sgemm_config(Arch::Sm75), H200_SMS, Some(choice));
+    let t = sgemm_config(Arch::Sm75).skinny;
+    assert!(SplitWorkspaceLayout::of(need).fits(70_000, 70_000 * 2 * (t.bm * t.bn * 4) as u64));
+    let p = many.plan(&with_workspace(buffers(70_000 * 5 * 64, 70_000 * 64 * 5, 70_000 * 25), need), sgemm_config(Arch::Sm75), H200_SMS, Some(choice)).unwrap();
+    assert_eq!(p.grid, (1, 2, 65_535));
+}
+
+/// The workspace's layout: the counters never move with the plan (a larger plan never reads
+/// as a counter what a smaller one left as a partial tile), the smallest fitting size is the
+/// one `bytes_for` names, and a handle's own workspace holds every split the dispatcher
+/// considers.
+#[test]
+fn workspace_layout_and_the_handles_size() {
+    for bytes in [256, 4096, 1 << 20, 17 << 20, 123_456_789] {
+        let l = SplitWorkspaceLayout::of(bytes);
+        assert_eq!(l.partials_offset + l.partial_bytes, bytes);
+        assert!(l.counters * 4 <= l.partials_offset && l.partials_offset % 256 == 0 || l.partial_bytes == 0, "{l:?}");
+        // Every slot a fitting plan has (each with two or more 1024-float partial tiles) has
+        // its counter inside the counters' part.
+        assert!(l.partial_bytes as u64 / 8192 <= l.counters as u64, "{l:?}");
+    }
+    for (slots, partial_bytes) in [(1u64, 8192u64), (20, 20 * 24 * 16384), (70_000, 70_000 * 2 * 4096), (3, 3 * 1024 * 65536)] {
+        let bytes = SplitWorkspaceLayout::bytes_for(slots, partial_bytes);
+        assert!(SplitWorkspaceLayout::of(bytes).fits(slots, partial_bytes));
+        assert!(!SplitWorkspaceLayout::of(bytes - 256).fits(slots, partial_bytes), "{slots} {partial_bytes}: {bytes}");
+    }
+    let mut r = rng("workspace layout");
+    for arch in Arch::ALL {
+        let row = sgemm_config(arch);
+        for sms in [28, 80, 132] {
+            let own = default_split_workspace_bytes(row, sms);
+            assert!(own < 64 << 20, "{arch} {sms}: {own}");
+            for _ in 0..300 {
+                let (m, n) = (r.random_range(1..600usize), r.random_range(1..600usize));
+                let (k, batch) = (r.random_range(1..300_000usize), r.random_range(1..4usize));
+                let unlimited = kernel_candidates(m, n, k, batch, row, sms, usize::MAX);
+                assert_eq!(unlimited, kernel_candidates(m, n, k, batch, row, sms, own), "{arch} {sms}: {batch} x {m}x{n}x{k}");
+                assert_eq!(choose_kernel(m, n, k, batch, row, sms, usize::MAX), choose_kernel(m, n, k, batch, row, sms, own));
+            }
         }
     }
 }

@@ -9,8 +9,9 @@
 //! `CUKERNELS_TEST_QUICK=1` keeps only small shapes (for compute-sanitizer runs).
 
 use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cukernels::cudarc::driver::{CudaContext, CudaStream};
+use cukernels::cudarc::driver::{CudaContext, CudaStream, DevicePtr};
 use cukernels::{
+    SgemmWorkspace, SplitWorkspaceLayout,
     artifacts, device_context, k_slice, ArtifactKind, Cukernels, KernelFamily, SgemmBuffers, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, Transpose, MAX_K_SPLITS,
 };
 use cukernels_tests::{buffer_len, random_vec, rng, Expected};
@@ -87,9 +88,20 @@ fn expected(g: &Sgemm, x: &Inputs, rng: &mut StdRng) -> Expected {
     }
 }
 
-/// Whether handle `h`'s config has kernel `choice` (k splits need clusters).
+/// Whether handle `h`'s config has kernel `choice` (k splits over a cluster need clusters).
 fn supports(h: &Cukernels, choice: Option<SgemmChoice>) -> bool {
-    choice.is_none_or(|c| c.k_splits == 1 || h.sgemm_config().tile(c.variant).can_split_k(&h.sgemm_config().arch.limits()))
+    choice.is_none_or(|c| {
+        let tile = || h.sgemm_config().tile(c.variant);
+        c.k_splits == 1 || if c.uses_workspace() { tile().splits_k() } else { tile().can_split_k(&h.sgemm_config().arch.limits()) }
+    })
+}
+
+/// Whether the arrival counters of a k-split workspace are all back at zero (as every launch
+/// must leave them for the next).
+fn counters_are_zero(s: &std::sync::Arc<CudaStream>, w: &SgemmWorkspace) -> bool {
+    let layout = SplitWorkspaceLayout::of(w.bytes());
+    let bytes = s.clone_dtoh(w.buffer()).unwrap();
+    bytes[..layout.counters * 4].iter().all(|&b| b == 0)
 }
 
 /// Runs `g` with every handle and each of `variants` (None = the dispatcher) that the handle's
@@ -112,12 +124,23 @@ fn run(gpu: &Gpu, g: &Sgemm, x: &Inputs, want: &Expected, variants: &[Option<Sge
             let b_view = b_dev.slice(x.b_off..);
             let mut c_view = c_dev.slice_mut(x.c_off..);
             let label = format!("{g:?} config {}@{} variant {v:?} offsets ({}, {}, {})", h.config(), h.target(), x.a_off, x.b_off, x.c_off);
-            if let Err(e) = h.sgemm_with(s, g, &a_view, &b_view, &mut c_view, v) {
+            // A forced split through a workspace runs in a workspace of exactly the size the
+            // handle names for it (the dispatcher's choices in the handle's own).
+            let needed = v.map_or(0, |c| h.sgemm_workspace_bytes(g, Some(c)));
+            let mut workspace = (needed > 0).then(|| h.sgemm_workspace(s, needed).unwrap());
+            let launched = match workspace.as_mut() {
+                Some(w) => h.sgemm_in(s, g, &a_view, &b_view, &mut c_view, w, v),
+                None => h.sgemm_with(s, g, &a_view, &b_view, &mut c_view, v),
+            };
+            if let Err(e) = launched {
                 failures.push(format!("{label}: launch error {e}"));
                 continue;
             }
             if let Err(e) = s.synchronize() {
                 panic!("{label}: the kernel failed on the device: {e}");
+            }
+            if workspace.as_ref().is_some_and(|w| !counters_are_zero(s, w)) {
+                failures.push(format!("{label}: the workspace's counters are not back at zero"));
             }
             let out = s.clone_dtoh(&c_dev).unwrap();
             if let Err(e) = want.check(g, &x.c, &out[x.c_off..]) {
@@ -245,7 +268,8 @@ fn aligned_interior_tiles_every_variant() {
     // where its operand is copied a float at a time, and then stores C without 16-byte
     // vectors; k splits too (on configs with clusters).
     let mut choices = variants.clone();
-    choices.extend([SgemmVariant::Medium, SgemmVariant::Skinny].map(|variant| Some(SgemmChoice { variant, k_splits: 3 })));
+    choices.extend([SgemmVariant::Medium, SgemmVariant::Skinny].map(|variant| Some(SgemmChoice::cluster_split(variant, 3))));
+    choices.extend([SgemmVariant::Medium, SgemmVariant::Skinny].map(|variant| Some(SgemmChoice::workspace_split(variant, 3))));
     for g in every_layout_and_transpose(130, 130, 200) {
         let layout = g.layout;
         let (ar, ac) = g.stored_a();
@@ -274,7 +298,7 @@ fn k_split_every_variant_and_split() {
     let splits: Vec<u32> = if quick() { vec![2, 3, MAX_K_SPLITS] } else { vec![2, 3, 5, MAX_K_SPLITS] };
     let choices: Vec<Option<SgemmChoice>> = SgemmVariant::TILED
         .iter()
-        .flat_map(|&variant| splits.iter().map(move |&k_splits| Some(SgemmChoice { variant, k_splits })))
+        .flat_map(|&variant| splits.iter().map(move |&k_splits| Some(SgemmChoice::cluster_split(variant, k_splits))))
         .collect();
     let shapes: &[(usize, usize, usize, usize, (usize, usize, usize))] = if quick() {
         &[(70, 45, 99, 2, (0, 0, 0)), (33, 130, 20, 1, (1, 2, 3))]
@@ -293,6 +317,96 @@ fn k_split_every_variant_and_split() {
     assert_all(failures);
 }
 
+/// K splits through a workspace, on every config (every architecture has them), for every
+/// variant that splits: 2 to 64 blocks, more blocks than k-steps (empty slices), k not a
+/// multiple of any k-step, edge tiles, batches, beta ≠ 0 and beta = 0 with NaN in C,
+/// unaligned operands, every layout and transpose; each in a workspace of exactly the size
+/// the handle names, whose counters must be back at zero afterwards.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn workspace_k_split_every_variant_and_split() {
+    let gpu = gpu();
+    let mut rng = rng("workspace_split");
+    let splits: &[u32] = if quick() { &[2, 7, 64] } else { &[2, 3, 7, 33, 64] };
+    let choices: Vec<Option<SgemmChoice>> = SgemmVariant::TILED
+        .iter()
+        .flat_map(|&variant| splits.iter().map(move |&k_splits| Some(SgemmChoice::workspace_split(variant, k_splits))))
+        .collect();
+    let shapes: &[(usize, usize, usize, usize, (usize, usize, usize))] = if quick() {
+        &[(70, 45, 99, 2, (0, 0, 0)), (33, 130, 2000, 1, (1, 2, 3))]
+    } else {
+        &[(70, 45, 99, 2, (0, 0, 0)), (33, 130, 2000, 1, (1, 2, 3)), (17, 9, 20_000, 3, (0, 0, 0)), (136, 264, 5200, 1, (0, 0, 0))]
+    };
+    let mut failures = Vec::new();
+    for &(m, n, k, batch, offsets) in shapes {
+        for g in every_layout_and_transpose(m, n, k) {
+            for (alpha, beta) in [(1.25, -0.5), (0.75, 0.0)] {
+                let g = g.batched(batch).alpha_beta(alpha, beta);
+                failures.extend(case(&gpu, &g, &mut rng, offsets, &choices));
+            }
+        }
+    }
+    assert_all(failures);
+}
+
+/// One workspace serves launches of different plans (more tiles and fewer splits, then fewer
+/// tiles and more) on two streams, with no synchronization between them but cudarc's: every
+/// result is right and the counters end at zero. The dispatcher splits a long k through the
+/// handle's own workspace on the first stream that does so; on another stream it plans
+/// without it, and both are right.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn workspace_reused_across_plans_and_streams() {
+    let gpu = gpu();
+    let mut rng = rng("workspace_reuse");
+    let ctx = device_context(0).unwrap();
+    let streams = [ctx.new_stream().unwrap(), ctx.new_stream().unwrap()];
+    for h in &gpu.handles {
+        let plans = [
+            (Sgemm::new(200, 150, 3000).alpha_beta(1.0, 0.5), SgemmChoice::workspace_split(SgemmVariant::Medium, 4)),
+            (Sgemm::new(40, 70, 9000), SgemmChoice::workspace_split(SgemmVariant::Skinny, 40)),
+        ];
+        let bytes = plans.iter().map(|(g, c)| h.sgemm_workspace_bytes(g, Some(*c))).max().unwrap();
+        let mut workspace = h.sgemm_workspace(&streams[0], bytes).unwrap();
+        let mut outputs = Vec::new();
+        for round in 0..6 {
+            let (g, choice) = &plans[round % 2];
+            let s = &streams[round / 2 % 2];
+            let x = inputs(g, &mut rng, (0, 0, 0));
+            let (a, b) = (s.clone_htod(&x.a).unwrap(), s.clone_htod(&x.b).unwrap());
+            let mut c = s.clone_htod(&x.c).unwrap();
+            h.sgemm_in(s, g, &a, &b, &mut c, &mut workspace, Some(*choice)).unwrap();
+            outputs.push((*g, x, c));
+        }
+        for (i, (g, x, c)) in outputs.iter().enumerate() {
+            let out = streams[i / 2 % 2].clone_dtoh(c).unwrap();
+            if let Err(e) = expected(g, x, &mut rng).check(g, &x.c, &out) {
+                panic!("config {}: round {i} ({g:?}):\n{e}", h.config());
+            }
+        }
+        for s in &streams {
+            s.synchronize().unwrap();
+        }
+        assert!(counters_are_zero(&streams[0], &workspace), "config {}", h.config());
+    }
+    // The handle's own workspace: a fresh handle, a long k that the dispatcher splits through
+    // it, on two streams in turn.
+    let h = Cukernels::new(&ctx).unwrap();
+    let g = Sgemm::new(48, 40, 60_000).alpha_beta(1.0, 1.0);
+    assert!(h.sgemm_workspace_bytes(&g, None) > 0, "the dispatcher should split 48 × 40 × 60000 through a workspace");
+    assert!(h.own_sgemm_workspace_bytes() >= h.sgemm_workspace_bytes(&g, None));
+    for s in streams.iter().chain(&streams) {
+        let x = inputs(&g, &mut rng, (0, 0, 0));
+        let (a, b) = (s.clone_htod(&x.a).unwrap(), s.clone_htod(&x.b).unwrap());
+        let mut c = s.clone_htod(&x.c).unwrap();
+        h.sgemm(s, &g, &a, &b, &mut c).unwrap();
+        let out = s.clone_dtoh(&c).unwrap();
+        if let Err(e) = expected(&g, &x, &mut rng).check(&g, &x.c, &out) {
+            panic!("own workspace, stream {:?}:\n{e}", s.cu_stream());
+        }
+    }
+}
+
 /// A k-split result does not depend on timing: the cluster adds the partial tiles in a fixed
 /// order, so two runs give the same bits.
 #[test]
@@ -308,7 +422,7 @@ fn k_split_results_are_bitwise_reproducible() {
     let mut tested = 0;
     for h in gpu.handles.iter().filter(|h| h.sgemm_config().arch.limits().has_clusters) {
         for k_splits in [3, MAX_K_SPLITS] {
-            let choice = Some(SgemmChoice { variant: SgemmVariant::Medium, k_splits });
+            let choice = Some(SgemmChoice::cluster_split(SgemmVariant::Medium, k_splits));
             let mut runs = Vec::new();
             for _ in 0..3 {
                 let mut c = s.clone_htod(&x.c).unwrap();
@@ -346,13 +460,16 @@ fn split_results_equal_the_cpu_in_the_kernels_order() {
     let a = s.clone_htod(&x.a).unwrap();
     let b = s.clone_htod(&x.b).unwrap();
     // (Addresses only for the plan's checks: its team size depends on sizes, not addresses.)
-    let buffers = SgemmBuffers { a_addr: 1 << 20, a_len: x.a.len(), b_addr: 1 << 30, b_len: x.b.len(), c_addr: 1 << 40, c_len: x.c.len() };
+    let buffers = SgemmBuffers { a_addr: 1 << 20, a_len: x.a.len(), b_addr: 1 << 30, b_len: x.b.len(), c_addr: 1 << 40, c_len: x.c.len(), ..Default::default() };
     let expected = |sum_of: &dyn Fn(usize, usize) -> f32| -> Vec<u32> { (0..m * n).map(|e| sum_of(e / n, e % n).to_bits()).collect() };
     let mut tested = 0;
     for h in &gpu.handles {
+        // Splits through the workspace on every config (the same order, so the same bits as
+        // over a cluster), over a cluster where the config has them.
         let mut choices = vec![SgemmChoice::from(SgemmVariant::Tiny)];
+        choices.extend([(SgemmVariant::Medium, 3), (SgemmVariant::Medium, 37), (SgemmVariant::Skinny, 5)].map(|(variant, k_splits)| SgemmChoice::workspace_split(variant, k_splits)));
         if h.sgemm_config().arch.limits().has_clusters {
-            choices.extend([(SgemmVariant::Medium, 3), (SgemmVariant::Medium, MAX_K_SPLITS), (SgemmVariant::Skinny, 5)].map(|(variant, k_splits)| SgemmChoice { variant, k_splits }));
+            choices.extend([(SgemmVariant::Medium, 3), (SgemmVariant::Medium, MAX_K_SPLITS), (SgemmVariant::Skinny, 5)].map(|(variant, k_splits)| SgemmChoice::cluster_split(variant, k_splits)));
         }
         for choice in choices {
             let want = if choice.variant == SgemmVariant::Tiny {
@@ -378,14 +495,15 @@ fn split_results_equal_the_cpu_in_the_kernels_order() {
                 })
             };
             let mut c = s.clone_htod(&x.c).unwrap();
-            h.sgemm_with(s, &g, &a, &b, &mut c, Some(choice)).unwrap();
+            let mut workspace = h.sgemm_workspace(s, h.sgemm_workspace_bytes(&g, Some(choice))).unwrap();
+            h.sgemm_in(s, &g, &a, &b, &mut c, &mut workspace, Some(choice)).unwrap();
             let got: Vec<u32> = s.clone_dtoh(&c).unwrap().iter().map(|v| v.to_bits()).collect();
             let differ = got.iter().zip(&want).filter(|(x, y)| x != y).count();
             assert_eq!(differ, 0, "config {}: {choice}: {differ} of {} elements differ from the CPU's sum in the kernel's order", h.config(), m * n);
             tested += 1;
         }
     }
-    assert!(tested > gpu.handles.len(), "no config with thread-block clusters");
+    assert!(tested > 4 * gpu.handles.len(), "no config with thread-block clusters");
 }
 
 #[test]
@@ -480,9 +598,10 @@ fn batch_count_beyond_grid_limit() {
     // the k split included (where the config has clusters); the quick suite (racecheck's) too.
     let batch = if quick() { 65_600 } else { 70_000 };
     let g = Sgemm::new(3, 5, 7).batched(batch).alpha_beta(1.0, 1.0);
-    let mut choices: Vec<Option<SgemmChoice>> = vec![None, Some(SgemmVariant::Huge.into()), Some(SgemmVariant::Tiny.into())];
+    let mut choices: Vec<Option<SgemmChoice>> =
+        vec![None, Some(SgemmVariant::Huge.into()), Some(SgemmVariant::Tiny.into()), Some(SgemmChoice::workspace_split(SgemmVariant::Skinny, 2))];
     if !quick() {
-        choices.extend([Some(SgemmVariant::Skinny.into()), Some(SgemmVariant::Gemv.into()), Some(SgemmChoice { variant: SgemmVariant::Medium, k_splits: 2 })]);
+        choices.extend([Some(SgemmVariant::Skinny.into()), Some(SgemmVariant::Gemv.into()), Some(SgemmChoice::cluster_split(SgemmVariant::Medium, 2))]);
     }
     assert_all(case(&gpu, &g, &mut rng, (0, 0, 0), &choices));
 }
@@ -503,14 +622,29 @@ fn invalid_arguments_are_errors_before_launch() {
     let err = h.sgemm(s, &Sgemm::new(5, 5, 5).batched(2).strides(25, 25, 10), &a, &b, &mut c).unwrap_err();
     assert!(matches!(err, Error::Overlap(_)), "{err}");
     let bad_splits = [(SgemmVariant::Medium, 0), (SgemmVariant::Medium, MAX_K_SPLITS + 1), (SgemmVariant::Gemv, 2), (SgemmVariant::Tiny, 2)];
-    for bad in bad_splits.map(|(variant, k_splits)| SgemmChoice { variant, k_splits }) {
+    for bad in bad_splits.map(|(variant, k_splits)| SgemmChoice::cluster_split(variant, k_splits)) {
         let err = h.sgemm_with(s, &Sgemm::new(5, 5, 4), &a, &b, &mut c, Some(bad)).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument { name: "k_splits", .. }), "{bad}: {err}");
     }
-    // A config without clusters refuses any k split.
+    // A config without clusters refuses a k split over a cluster; a workspace too small for
+    // a split, or one that overlaps C, is refused too.
     let old = gpu.handles.iter().find(|h| !h.sgemm_config().arch.limits().has_clusters).expect("the sm_70..sm_89 configs load on every GPU these tests run on");
-    let err = old.sgemm_with(s, &Sgemm::new(5, 5, 4), &a, &b, &mut c, Some(SgemmChoice { variant: SgemmVariant::Large, k_splits: 2 })).unwrap_err();
+    let err = old.sgemm_with(s, &Sgemm::new(5, 5, 4), &a, &b, &mut c, Some(SgemmChoice::cluster_split(SgemmVariant::Medium, 2))).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { name: "k_splits", .. }), "{err}");
+    let split = SgemmChoice::workspace_split(SgemmVariant::Medium, 4);
+    let mut small = old.sgemm_workspace(s, 4096).unwrap();
+    let err = old.sgemm_in(s, &Sgemm::new(5, 5, 4), &a, &b, &mut c, &mut small, Some(split)).unwrap_err();
+    assert!(matches!(err, Error::BufferTooSmall { name: "workspace", .. }), "{err}");
+    let needed = old.sgemm_workspace_bytes(&Sgemm::new(5, 5, 4), Some(split));
+    // SAFETY: the addresses are the live buffers `a`, `b`, `c`; the call is refused before launch.
+    let err = unsafe {
+        let (a_addr, _a) = a.device_ptr(s);
+        let (b_addr, _b) = b.device_ptr(s);
+        let (c_addr, _c) = c.device_ptr(s);
+        let buffers = SgemmBuffers { a_addr, a_len: 100, b_addr, b_len: 100, c_addr, c_len: 100, workspace_addr: c_addr, workspace_bytes: needed };
+        old.sgemm_raw(s.cu_stream(), &Sgemm::new(5, 5, 4), &buffers, Some(split)).unwrap_err()
+    };
+    assert!(matches!(err, Error::Overlap(_)), "{err}");
     // C is untouched by every refused call.
     assert!(s.clone_dtoh(&c).unwrap().iter().all(|&v| v == 1.0));
 }
@@ -614,7 +748,7 @@ fn launches_can_be_captured_in_a_cuda_graph() {
     let kernels = Cukernels::new(&ctx).unwrap();
     kernels.preload().unwrap();
     let mut rng = rng("graph");
-    // C += A·B per launch: three replays of one launch give C0 + 3·A·B (of two, C0 + 6·A·B).
+    // C += A·B per launch: three replays of two launches give C0 + 6·A·B (of three, C0 + 9·A·B).
     let once = Sgemm::new(100, 70, 50).alpha_beta(1.0, 1.0);
     let x = inputs(&once, &mut rng, (0, 0, 0));
     // cudarc's event tracking makes each use of a buffer wait for its last use on any stream;
@@ -631,9 +765,11 @@ fn launches_can_be_captured_in_a_cuda_graph() {
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
     kernels.sgemm(&stream, &once, &a, &b, &mut c).unwrap();
     // On a GPU with clusters, also a k-split launch (cuLaunchKernelEx with a cluster size).
+    // A k split through the handle's own workspace (no allocation, no event: capturable).
+    kernels.sgemm_with(&stream, &once, &a, &b, &mut c, Some(SgemmChoice::workspace_split(SgemmVariant::Medium, 5))).unwrap();
     let split = kernels.sgemm_config().arch.limits().has_clusters;
     if split {
-        kernels.sgemm_with(&stream, &once, &a, &b, &mut c, Some(SgemmChoice { variant: SgemmVariant::Medium, k_splits: 3 })).unwrap();
+        kernels.sgemm_with(&stream, &once, &a, &b, &mut c, Some(SgemmChoice::cluster_split(SgemmVariant::Medium, 3))).unwrap();
     }
     let graph = stream.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("the capture recorded the launch");
     for _ in 0..3 {
@@ -641,7 +777,7 @@ fn launches_can_be_captured_in_a_cuda_graph() {
     }
     stream.synchronize().unwrap();
     let out = stream.clone_dtoh(&c).unwrap();
-    let thrice = once.alpha_beta(if split { 6.0 } else { 3.0 }, 1.0);
+    let thrice = once.alpha_beta(if split { 9.0 } else { 6.0 }, 1.0);
     let want = expected(&thrice, &x, &mut rng);
     if let Err(e) = want.check(&thrice, &x.c, &out) {
         panic!("graph replays:\n{e}");
@@ -683,7 +819,7 @@ fn default_handle_loads_the_cubin_lazily_and_the_raw_entry_matches_the_safe_one(
     let (b_addr, _gb) = b.device_ptr(&stream);
     let c_len = c_raw.len();
     let (c_addr, _gc) = c_raw.device_ptr_mut(&stream);
-    let buffers = SgemmBuffers { a_addr, a_len: x.a.len(), b_addr, b_len: x.b.len(), c_addr, c_len };
+    let buffers = SgemmBuffers { a_addr, a_len: x.a.len(), b_addr, b_len: x.b.len(), c_addr, c_len, ..Default::default() };
     // SAFETY: the addresses and lengths are those of the three live cudarc buffers above, used
     // on `stream` only, which outlives the launch (synchronized below).
     unsafe { kernels.sgemm_raw(stream.cu_stream(), &g, &buffers, None) }.unwrap();

@@ -242,7 +242,7 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
     // The sweep's summary, then each shape class's on its own (their figures answer different
     // targets).
     let classes: Vec<&str> = shape_classes().iter().map(|s| s.group).chain(["extra", "random"]).collect();
-    for (what, in_group) in [("sweep", None), ("gemv", Some("gemv")), ("random", Some("random")), ("extra", Some("extra"))] {
+    for (what, in_group) in [("sweep", None), ("gemv", Some("gemv")), ("long-k", Some("long-k")), ("random", Some("random")), ("extra", Some("extra"))] {
         let part: Vec<&Row> = rows.iter().filter(|r| match in_group { None => !classes.contains(&r.shape.group), Some(g) => r.shape.group == g }).collect();
         if part.is_empty() {
             continue;

@@ -33,7 +33,12 @@ pub fn config_table() -> String {
                 t.smem_bytes(),
                 t.blocks_per_sm,
                 if arch.limits().has_cp_async { "cp.async" } else { "regs x2" },
-                if t.can_split_k(&arch.limits()) { format!("<={}", cukernels::MAX_K_SPLITS) } else { "-".to_string() },
+                // `c<=8`: over a cluster of up to 8 blocks; `w`: through a workspace.
+                match (t.can_split_k(&arch.limits()), t.splits_k()) {
+                    (true, _) => format!("c<={}+w", cukernels::MAX_K_SPLITS),
+                    (false, true) => "w".to_string(),
+                    (false, false) => "-".to_string(),
+                },
                 if t.moves_edge_tiles() { "moved" } else { "zeros" }
             )
             .unwrap();

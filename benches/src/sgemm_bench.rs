@@ -119,6 +119,15 @@ pub fn shape_classes() -> Vec<Shape> {
         shape("gemv", 1, 16384, 4, 16384),
         // m = 1 with B n-contiguous (the column body), for comparison.
         shape("gemv", 1, 1, 16384, 16384),
+        // Long k: small m × n with k around 100k (a reduction over a long axis, a Gram
+        // matrix of a few long vectors), where the work sits in a few tiles unless k is split.
+        shape("long-k", 1, 32, 32, 131072),
+        shape("long-k", 1, 64, 64, 100000),
+        shape("long-k", 1, 128, 128, 100000),
+        shape_nt("long-k", 96, 200, 50000),
+        shape("long-k", 1, 256, 256, 65536),
+        Shape { trans_a: true, ..shape("long-k", 1, 17, 33, 100003) },
+        shape("long-k", 4, 64, 64, 65536),
     ]
 }
 
@@ -361,7 +370,8 @@ pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream
     let g = s.sgemm();
     let (row, sms) = (kernels.sgemm_config(), kernels.sm_count());
     let (cm, cn) = s.canonical_mn();
-    let chosen = choose_kernel(cm, cn, s.k, s.batch, row, sms);
+    let workspace = kernels.own_sgemm_workspace_bytes();
+    let chosen = choose_kernel(cm, cn, s.k, s.batch, row, sms, workspace);
     let warmup = 3;
     let time_ours = |choice: Option<SgemmChoice>, sets: &mut Sets| {
         median_ms(stream, warmup, reps, |i| {
@@ -373,7 +383,7 @@ pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream
     // Every kernel that could be the right one: the dispatcher's candidates, `gemv`, which
     // re-streams B once per 8 rows of C (or A per 8 columns), where m or n is small enough
     // for it to be a contender, and `tiny` (which runs any shape).
-    let mut candidates = kernel_candidates(cm, cn, s.k, s.batch, row, sms);
+    let mut candidates = kernel_candidates(cm, cn, s.k, s.batch, row, sms, workspace);
     if cm.min(cn) <= 2 * cukernels::GEMV_MAX_M as usize && !candidates.contains(&SgemmVariant::Gemv.into()) {
         candidates.push(SgemmVariant::Gemv.into());
     }

@@ -5,6 +5,7 @@
 
 use crate::artifacts::{self, Artifact, ArtifactKind};
 use crate::error::{Error, Result};
+use crate::sgemm::OwnWorkspace;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cukernels_gpu::{
@@ -43,6 +44,9 @@ struct Inner {
     /// Per family (in [`KernelFamily::ALL`] order): the artifact chosen for it, and its module
     /// once loaded.
     families: Vec<FamilyModule>,
+    /// The workspace of SGEMM's k splits for [`Cukernels::sgemm`] (`None` where the device
+    /// could not spare it: those calls then split k only over clusters, or not at all).
+    own_sgemm_workspace: Option<OwnWorkspace>,
 }
 
 struct FamilyModule {
@@ -127,8 +131,10 @@ impl Cukernels {
 
     fn with_artifacts(ctx: &Arc<CudaContext>, capability: (u32, u32), chosen: Vec<&'static Artifact>) -> Result<Self> {
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let sgemm_row = sgemm_config(chosen[KernelFamily::Sgemm.index()].config);
+        let own_sgemm_workspace = OwnWorkspace::new(ctx, sgemm_row, sm_count).ok();
         let families = chosen.into_iter().map(|artifact| FamilyModule { artifact, loaded: OnceLock::new(), loading: Mutex::new(()) }).collect();
-        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families }) })
+        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families, own_sgemm_workspace }) })
     }
 
     /// The CUDA context of this handle.
@@ -154,6 +160,10 @@ impl Cukernels {
     /// The attention config row this handle's attention kernels were compiled with.
     pub fn attention_config(&self) -> &'static AttentionArchConfig {
         attention_config(self.artifact(KernelFamily::Attention).config)
+    }
+    /// The workspace this handle owns for SGEMM's k splits.
+    pub(crate) fn own_sgemm_workspace(&self) -> Option<&OwnWorkspace> {
+        self.inner.own_sgemm_workspace.as_ref()
     }
     /// Streaming multiprocessors of the device.
     pub fn sm_count(&self) -> u32 {

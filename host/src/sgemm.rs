@@ -20,43 +20,217 @@
 //! dispatcher picks a kernel variant and a k split (rule in [`choose_kernel`]).
 //!
 //! # Split k
-//! On architectures with thread-block clusters (sm_90 and newer), a problem with too few tiles
-//! to fill the GPU can spread each tile's k range over the `k_splits` blocks of a cluster. Each
-//! block computes a partial tile over its slice of k, and the cluster adds the partial tiles
-//! through distributed shared memory, always in the same order: no workspace, no atomics, and
-//! the same bits on every run.
+//! A problem with too few tiles to fill the GPU (a long k over a small C above all) can spread
+//! each tile's k range over several blocks ([`SgemmChoice::k_splits`]). Each block computes a
+//! partial tile over its slice of k, and the partial tiles are added in split order, so the
+//! result has the same bits on every run, whichever way they meet ([`SplitReduction`]):
+//! - **over a thread-block cluster** (sm_90 and newer, up to [`MAX_K_SPLITS`] blocks): through
+//!   distributed shared memory; no workspace, no atomics.
+//! - **through a workspace** (every architecture, up to [`MAX_WORKSPACE_K_SPLITS`] blocks): each
+//!   block stores its partial tile in global memory and counts its arrival on the tile's
+//!   counter; the last to arrive adds them all and writes C. The counters are back at zero
+//!   after every launch.
+//!
+//! Where the workspace comes from: [`Cukernels::sgemm`] and [`Cukernels::sgemm_with`] use one
+//! the handle owns (allocated and zeroed when it is made, [`default_split_workspace_bytes`]:
+//! enough for every split the dispatcher considers), for the first stream that splits through
+//! it; calls on other streams plan without it. [`Cukernels::sgemm_in`] takes the caller's
+//! ([`Cukernels::sgemm_workspace`]; [`Cukernels::sgemm_workspace_bytes`] gives the size a call
+//! needs), and the raw entry point takes one in [`SgemmBuffers`]. Nothing is allocated per
+//! call, so every call can be captured in a CUDA graph.
 
 use crate::error::{Error, Result};
 use crate::runtime::{launch, Cukernels, LaunchAttribute};
 use cudarc::driver::sys::CUstream;
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR, TINY_LANES_SHIFT};
-use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, TinyConfig, GEMV_COLUMNS, MAX_K_SPLITS, TINY_TILE};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR, SPLIT_WORKSPACE, TINY_LANES_MASK, TINY_LANES_SHIFT};
+use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, TinyConfig, GEMV_COLUMNS, MAX_K_SPLITS, SMALL_TILE_MAX_ELEMENTS, TINY_TILE};
 use std::ffi::c_void;
 
-/// Which kernel runs a problem: a variant, and over how many blocks (one thread-block cluster)
-/// each tile's k range is split (1: no split). [`choose_kernel`] picks one; tests and
-/// benchmarks may force one through [`Cukernels::sgemm_with`].
+/// Which kernel runs a problem: a variant, and over how many blocks each tile's k range is
+/// split (1: no split) and how those blocks add their partial tiles. [`choose_kernel`] picks
+/// one; tests and benchmarks may force one through [`Cukernels::sgemm_with`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SgemmChoice {
     pub variant: SgemmVariant,
     pub k_splits: u32,
+    /// How a split's blocks add their partial tiles (ignored when `k_splits` is 1).
+    pub reduction: SplitReduction,
+}
+
+/// How the blocks of a k split add their partial tiles (see the module docs). Both add them in
+/// split order: the same bits on every run, and the same bits either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SplitReduction {
+    /// Through the distributed shared memory of a thread-block cluster: sm_90 and newer, up
+    /// to [`MAX_K_SPLITS`] blocks, no workspace.
+    Cluster,
+    /// Through a workspace in global memory ([`SgemmWorkspace`]): every architecture, up to
+    /// [`MAX_WORKSPACE_K_SPLITS`] blocks.
+    Workspace,
+}
+
+impl SgemmChoice {
+    /// `variant` with each tile's k split over a cluster of `k_splits` blocks.
+    pub const fn cluster_split(variant: SgemmVariant, k_splits: u32) -> SgemmChoice {
+        SgemmChoice { variant, k_splits, reduction: SplitReduction::Cluster }
+    }
+
+    /// `variant` with each tile's k split over `k_splits` blocks that meet in the workspace.
+    pub const fn workspace_split(variant: SgemmVariant, k_splits: u32) -> SgemmChoice {
+        SgemmChoice { variant, k_splits, reduction: SplitReduction::Workspace }
+    }
+
+    /// Whether this choice adds partial tiles through a workspace.
+    pub fn uses_workspace(&self) -> bool {
+        self.k_splits > 1 && self.reduction == SplitReduction::Workspace
+    }
 }
 
 impl From<SgemmVariant> for SgemmChoice {
     fn from(variant: SgemmVariant) -> SgemmChoice {
-        SgemmChoice { variant, k_splits: 1 }
+        SgemmChoice::cluster_split(variant, 1)
     }
 }
 
 impl std::fmt::Display for SgemmChoice {
+    /// `medium`, `medium/k3` (over a cluster of 3), `medium/w24` (over 24 blocks through the
+    /// workspace).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.k_splits == 1 {
-            f.write_str(self.variant.name())
-        } else {
-            write!(f, "{}/k{}", self.variant.name(), self.k_splits)
+        match (self.k_splits, self.reduction) {
+            (1, _) => f.write_str(self.variant.name()),
+            (splits, SplitReduction::Cluster) => write!(f, "{}/k{splits}", self.variant.name()),
+            (splits, SplitReduction::Workspace) => write!(f, "{}/w{splits}", self.variant.name()),
         }
     }
+}
+
+/// The most blocks one tile's k range may be split over through the workspace.
+pub const MAX_WORKSPACE_K_SPLITS: u32 = 1024;
+
+/// A k-split workspace holds one arrival counter per this many bytes, before its partial
+/// tiles: more counters than any plan that fits can use (a (batch, tile) slot has at least two
+/// partial tiles of at least 1024 floats, 8 KiB), so the counters never move with the plan,
+/// and a slot's counter is always one that the previous launches left at zero.
+const WORKSPACE_BYTES_PER_COUNTER: usize = 2048;
+/// Where the partial tiles start: a multiple of this (their 16-byte stores need 16).
+const WORKSPACE_ALIGN: usize = 256;
+
+/// The parts of a k-split workspace of some size: `counters` arrival counters (`u32`, zero
+/// between launches) at its start, then `partial_bytes` bytes for partial tiles from
+/// `partials_offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitWorkspaceLayout {
+    pub counters: usize,
+    pub partials_offset: usize,
+    pub partial_bytes: usize,
+}
+
+impl SplitWorkspaceLayout {
+    /// The layout of a workspace of `bytes` bytes.
+    pub fn of(bytes: usize) -> SplitWorkspaceLayout {
+        let counters = bytes / WORKSPACE_BYTES_PER_COUNTER;
+        let partials_offset = (counters * 4).next_multiple_of(WORKSPACE_ALIGN).min(bytes);
+        SplitWorkspaceLayout { counters, partials_offset, partial_bytes: bytes - partials_offset }
+    }
+
+    /// Whether a launch with `slots` (batch, tile) slots and `partial_bytes` bytes of partial
+    /// tiles fits.
+    pub fn fits(&self, slots: u64, partial_bytes: u64) -> bool {
+        slots <= self.counters as u64 && partial_bytes <= self.partial_bytes as u64
+    }
+
+    /// The smallest workspace (bytes) in which such a launch fits.
+    pub fn bytes_for(slots: u64, partial_bytes: u64) -> usize {
+        // The counters take at least a 512th of the whole, so the smallest fit is at least
+        // `need + need / 512`: start just below that and step up.
+        let need = usize::try_from(partial_bytes).unwrap_or(usize::MAX);
+        let counters_floor = need / (WORKSPACE_BYTES_PER_COUNTER / 4) / WORKSPACE_ALIGN * WORKSPACE_ALIGN;
+        let mut bytes = need.saturating_add(counters_floor);
+        while !SplitWorkspaceLayout::of(bytes).fits(slots, partial_bytes) && bytes < usize::MAX - WORKSPACE_ALIGN {
+            bytes += WORKSPACE_ALIGN;
+        }
+        bytes
+    }
+}
+
+/// Device memory for k splits whose blocks add their partial tiles through global memory
+/// ([`SplitReduction::Workspace`]), made by [`Cukernels::sgemm_workspace`]. It is zeroed once;
+/// every launch leaves its counters at zero again, so any number of later calls reuse it.
+/// cudarc orders the streams that use it, as for any buffer.
+pub struct SgemmWorkspace {
+    buffer: CudaSlice<u8>,
+}
+
+impl SgemmWorkspace {
+    pub fn bytes(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// The memory itself (tests read it back: between launches its counters are zero).
+    pub fn buffer(&self) -> &CudaSlice<u8> {
+        &self.buffer
+    }
+}
+
+/// The workspace a handle owns for its k splits ([`Cukernels::sgemm`]): allocated and zeroed
+/// when the handle is made, so no call allocates. It serves one stream: the first on which a
+/// call splits through it. Calls on other streams plan without it (a split over a cluster, or
+/// none), so two streams never share it, and no event orders them: the launches stay
+/// capturable in a CUDA graph. (A graph that holds such a split must not run concurrently with
+/// that stream's other work, as for any graph that writes memory the stream also uses.)
+pub(crate) struct OwnWorkspace {
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+    addr: u64,
+    bytes: usize,
+    /// The stream it serves (a `CUstream` as an integer), once one has split through it.
+    stream: std::sync::Mutex<Option<usize>>,
+}
+
+impl OwnWorkspace {
+    /// Allocates and zeroes [`default_split_workspace_bytes`] (synchronously).
+    pub(crate) fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, row: &SgemmArchConfig, sm_count: u32) -> Result<OwnWorkspace> {
+        let bytes = default_split_workspace_bytes(row, sm_count);
+        ctx.bind_to_thread()?;
+        // SAFETY: a plain allocation of `bytes` in the current (this handle's) context, zeroed
+        // before anything can use it, and freed once, on drop.
+        let addr = unsafe { cudarc::driver::result::malloc_sync(bytes) }?;
+        let workspace = OwnWorkspace { ctx: ctx.clone(), addr, bytes, stream: std::sync::Mutex::new(None) };
+        // SAFETY: `addr` holds `bytes` bytes (just allocated).
+        unsafe { cudarc::driver::result::memset_d8_sync(addr, 0, bytes) }?;
+        Ok(workspace)
+    }
+}
+
+impl Drop for OwnWorkspace {
+    fn drop(&mut self) {
+        // The handle's last clone is gone, so no call can queue another launch with the
+        // workspace; `cuMemFree` waits for the launches already queued.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by `malloc_sync` in `new`, freed only here.
+            let _ = unsafe { cudarc::driver::result::free_sync(self.addr) };
+        }
+    }
+}
+
+/// The size of the workspace a handle owns: one wave of split blocks (`SMs × blocks_per_sm`)
+/// of the largest tile that splits k, which covers every split the dispatcher considers
+/// ([`kernel_candidates`]). 17.3 MB on the H200 (132 SMs, eight 64×64 `small` blocks each).
+pub fn default_split_workspace_bytes(row: &SgemmArchConfig, sm_count: u32) -> usize {
+    let wave = |t: SgemmTile| sm_count as u64 * t.blocks_per_sm as u64;
+    let (slots, partial_bytes) = SgemmVariant::TILED
+        .iter()
+        .map(|&v| row.tile(v))
+        .filter(|t| t.splits_k())
+        .map(|t| (wave(t) / 2, wave(t) * (t.bm * t.bn) as u64 * 4))
+        .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+    SplitWorkspaceLayout::bytes_for(slots, partial_bytes)
+}
+
+/// The (batch, tile) slots and partial-tile bytes of a k split through the workspace.
+fn workspace_need(tile: &SgemmTile, m: usize, n: usize, batch: usize, k_splits: u32) -> (u64, u64) {
+    let slots = tile.tile_count(m, n).saturating_mul(batch as u64);
+    (slots, slots.saturating_mul(k_splits as u64).saturating_mul(tile.bm as u64 * tile.bn as u64 * 4))
 }
 
 /// Storage order of all three matrices.
@@ -260,6 +434,28 @@ impl Sgemm {
         (self.batch - 1).checked_mul(stride)?.checked_add(one)
     }
 
+    /// Whether A and B are read at all (not when C = beta·C).
+    fn reads_inputs(&self) -> bool {
+        self.k > 0 && self.alpha != 0.0 && self.m > 0 && self.n > 0
+    }
+
+    /// The workspace bytes this problem needs on a device of `sm_count` SMs with config `row`,
+    /// with `choice` (`None`: the dispatcher's pick when any workspace is at hand): 0 unless
+    /// that splits k through a workspace.
+    pub fn split_workspace_bytes(&self, row: &SgemmArchConfig, sm_count: u32, choice: Option<SgemmChoice>) -> usize {
+        let (cm, cn) = match self.layout {
+            Layout::RowMajor => (self.m, self.n),
+            Layout::ColMajor => (self.n, self.m),
+        };
+        let k = if self.reads_inputs() { self.k } else { 0 };
+        let c = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, self.batch, row, sm_count, usize::MAX));
+        if !c.uses_workspace() || !SgemmVariant::TILED.contains(&c.variant) || cm == 0 || cn == 0 || self.batch == 0 {
+            return 0;
+        }
+        let (slots, partial_bytes) = workspace_need(&row.tile(c.variant), cm, cn, self.batch, c.k_splits);
+        SplitWorkspaceLayout::bytes_for(slots, partial_bytes)
+    }
+
     /// Validates the problem against the buffers (device addresses and lengths in elements) and
     /// maps it onto a kernel launch for a device with `sm_count` SMs and config `row`.
     /// `choice` overrides the dispatcher (benchmarks, tests).
@@ -288,7 +484,7 @@ impl Sgemm {
                 return Err(Error::invalid(name, ld, format!("must be at least the stored matrix's {what} ({})", min_ld(rows, cols))));
             }
         }
-        let reads_inputs = g.k > 0 && g.alpha != 0.0 && g.m > 0 && g.n > 0;
+        let reads_inputs = g.reads_inputs();
         let overflow = |name: &'static str, stride: usize| Error::invalid(name, stride, "the buffer extent overflows usize");
         let need_a = if reads_inputs { g.footprint(ar, ac, g.lda, g.stride_a).ok_or_else(|| overflow("stride_a", g.stride_a))? } else { 0 };
         let need_b = if reads_inputs { g.footprint(br, bc, g.ldb, g.stride_b).ok_or_else(|| overflow("stride_b", g.stride_b))? } else { 0 };
@@ -351,7 +547,10 @@ impl Sgemm {
         };
         // The k the kernels run: none when nothing is read (C = beta·C).
         let k = if reads_inputs { g.k } else { 0 };
-        let SgemmChoice { variant, k_splits } = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, g.batch, row, sm_count));
+        let workspace = SplitWorkspaceLayout::of(buffers.workspace_bytes);
+        let chosen = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, g.batch, row, sm_count, buffers.workspace_bytes));
+        let SgemmChoice { variant, k_splits, reduction } = chosen;
+        let through_workspace = chosen.uses_workspace();
         // `gemv` keeps at most `GEMV_MAX_M` rows of C in registers and streams B: a product with
         // fewer columns than rows runs turned around, `Cᵀ = op(B)ᵀ · op(A)ᵀ` (the operands swap
         // and transpose, C is written transposed: `C_TRANSPOSED`), so the operand it streams
@@ -394,14 +593,20 @@ impl Sgemm {
         }
 
         if k_splits != 1 {
-            let why = if k_splits == 0 || k_splits > MAX_K_SPLITS {
-                Some(format!("must be 1 to {MAX_K_SPLITS} (a cluster's blocks)"))
+            let max = if through_workspace { MAX_WORKSPACE_K_SPLITS } else { MAX_K_SPLITS };
+            let why = if k_splits == 0 || k_splits > max {
+                Some(match reduction {
+                    SplitReduction::Cluster => format!("must be 1 to {MAX_K_SPLITS} (a cluster's blocks)"),
+                    SplitReduction::Workspace => format!("must be 1 to {MAX_WORKSPACE_K_SPLITS} through the workspace"),
+                })
             } else if variant == SgemmVariant::Gemv {
                 Some("gemv does not split k".to_string())
             } else if variant == SgemmVariant::Tiny {
                 Some("tiny splits k between the lanes of a warp, not over blocks".to_string())
-            } else if !row.tile(variant).can_split_k(&row.arch.limits()) {
-                Some(format!("{} has no k split on {} (needs thread-block clusters and room for a partial tile)", variant.name(), row.arch))
+            } else if !row.tile(variant).splits_k() {
+                Some(format!("{} does not split k (only tiles of at most {SMALL_TILE_MAX_ELEMENTS} elements do)", variant.name()))
+            } else if !through_workspace && !row.tile(variant).can_split_k(&row.arch.limits()) {
+                Some(format!("{} has no cluster k split on {} (needs thread-block clusters and room for a partial tile)", variant.name(), row.arch))
             } else {
                 None
             };
@@ -409,7 +614,32 @@ impl Sgemm {
                 return Err(Error::invalid("k_splits", k_splits, why));
             }
         }
+        // A split through the workspace: the workspace must hold its counters and partial
+        // tiles, and must not overlap A, B or C (its partial tiles are written while they are
+        // read).
+        let (split_partials, split_counters) = if through_workspace && !(cm == 0 || cn == 0 || g.batch == 0) {
+            let (slots, partial_bytes) = workspace_need(&row.tile(variant), cm, cn, g.batch, k_splits);
+            if !workspace.fits(slots, partial_bytes) {
+                let required = SplitWorkspaceLayout::bytes_for(slots, partial_bytes);
+                return Err(Error::BufferTooSmall { name: "workspace", len: buffers.workspace_bytes, required });
+            }
+            let w = (buffers.workspace_addr, buffers.workspace_addr.saturating_add(buffers.workspace_bytes as u64));
+            for (name, addr, len) in [("A", buffers.a_addr, need_a), ("B", buffers.b_addr, need_b), ("C", buffers.c_addr, need_c)] {
+                if len > 0 && overlaps(w, range(addr, len)) {
+                    return Err(Error::Overlap(format!("the workspace overlaps {name} in device memory")));
+                }
+            }
+            if buffers.workspace_addr % WORKSPACE_ALIGN as u64 != 0 {
+                let what = format!("the workspace must start at a multiple of {WORKSPACE_ALIGN} bytes");
+                return Err(Error::invalid("workspace", format!("{:#x}", buffers.workspace_addr), what));
+            }
+            flags |= SPLIT_WORKSPACE;
+            (buffers.workspace_addr + workspace.partials_offset as u64, buffers.workspace_addr)
+        } else {
+            (0, 0)
+        };
         let launch = row.launch(variant);
+        let operands = SgemmOperands::new(a_k_contiguous, b_k_contiguous);
         // The canonical n is the caller's n (row-major) or m (column-major), or the other one
         // where the problem runs turned around.
         let (n_name, n_value) = if (g.layout == Layout::RowMajor) != turned { ("n", g.n) } else { ("m", g.m) };
@@ -425,7 +655,6 @@ impl Sgemm {
                 }
                 let pieces = pieces_per_problem.saturating_mul(g.batch as u64);
                 let resident_blocks = sm_count.max(1) as u64 * row.tiny.blocks_per_sm as u64;
-                let operands = SgemmOperands::new(a_k_contiguous, b_k_contiguous);
                 let pieces_n = cn.div_ceil(TINY_TILE as usize) as u32;
                 let lanes = TinyConfig::team_lanes(k as u32, operands, pieces_n, pieces, resident_blocks * row.tiny.threads() as u64);
                 flags |= lanes.trailing_zeros() << TINY_LANES_SHIFT;
@@ -450,11 +679,11 @@ impl Sgemm {
         }
         Ok(SgemmPlan {
             variant,
-            operands: SgemmOperands::new(a_k_contiguous, b_k_contiguous),
+            operands,
             // (`tiny` walks the batch in its grid-stride loop.)
             grid: (grid_x as u32, k_splits, if variant == SgemmVariant::Tiny { 1 } else { g.batch.min(MAX_GRID_Z) as u32 }),
             block: launch.threads,
-            smem_bytes: if k_splits > 1 { launch.split_k_smem_bytes } else { launch.smem_bytes },
+            smem_bytes: if k_splits > 1 && !through_workspace { launch.split_k_smem_bytes } else { launch.smem_bytes },
             params: SgemmParams {
                 a: GlobalPtr::new(left.addr),
                 b: GlobalPtr::new(right.addr),
@@ -472,6 +701,8 @@ impl Sgemm {
                 flags,
                 alpha: g.alpha,
                 beta: g.beta,
+                split_partials: GlobalPtr::new(split_partials),
+                split_counters: GlobalPtr::new(split_counters),
             },
             empty: cm == 0 || cn == 0 || g.batch == 0,
         })
@@ -479,17 +710,23 @@ impl Sgemm {
 }
 
 impl SgemmPlan {
+    /// Whether the launch splits k through the workspace.
+    pub fn uses_workspace(&self) -> bool {
+        self.params.flags & SPLIT_WORKSPACE != 0
+    }
+
     /// `tiny`: the lanes that share each piece of C (from `flags`; 1 for other variants).
     pub fn tiny_team_lanes(&self) -> u32 {
         if self.variant == SgemmVariant::Tiny {
-            1 << ((self.params.flags >> TINY_LANES_SHIFT) & cukernels_gpu::sgemm_flags::TINY_LANES_MASK)
+            1 << ((self.params.flags >> TINY_LANES_SHIFT) & TINY_LANES_MASK)
         } else {
             1
         }
     }
 }
 
-/// Device addresses and lengths (in elements) of the three buffers.
+/// Device addresses and lengths (in elements) of the three buffers, and of a k-split
+/// workspace (bytes; 0: none, so no k split through a workspace).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SgemmBuffers {
     pub a_addr: u64,
@@ -498,6 +735,11 @@ pub struct SgemmBuffers {
     pub b_len: usize,
     pub c_addr: u64,
     pub c_len: usize,
+    /// A workspace as [`Cukernels::sgemm_workspace`] makes one: 256-byte aligned, zeroed when
+    /// allocated, and written by nothing but SGEMM launches since (its counters return to zero
+    /// after each launch).
+    pub workspace_addr: u64,
+    pub workspace_bytes: usize,
 }
 
 /// A validated launch of one SGEMM kernel on the canonical problem (see the module docs).
@@ -614,34 +856,67 @@ const BLOCK_OVERHEAD_K_STEPS: f64 = 3.6;
 /// tile through distributed shared memory (fitted with [`tile_speed`]).
 const SPLIT_OVERHEAD_K_STEPS: f64 = 2.1;
 const SPLIT_OVERHEAD_PER_BLOCK_K_STEPS: f64 = 0.86;
+/// The same for a split through the workspace: storing the partial tile to L2 and the
+/// arrival count; plus, per block of the split, the last block's read of that block's partial
+/// tile from L2, one float per element for `bk` FMAs per element in a k-step, so
+/// `WORKSPACE_SPLIT_READ_K_STEPS / bk` k-steps (one block reads them all, so this term grows
+/// with the split: `medium` over 390 blocks took 250 µs on 64 × 64 × 100 000, over 781 470 µs).
+/// Fitted on the H200 (2026-12-03, twelve shapes of the `long-k` class and the sweep, every
+/// candidate timed): the dispatcher then picks the fastest on eleven, and is 20% off on
+/// 96 × 200 × 50 000 `nt`. At equal splits the two reductions ran equally fast.
+const WORKSPACE_SPLIT_OVERHEAD_K_STEPS: f64 = 4.0;
+const WORKSPACE_SPLIT_READ_K_STEPS: f64 = 4.0;
 
-/// The k splits the dispatcher considers (any from 1 to [`MAX_K_SPLITS`] can be forced). Splits
+/// The k splits over a cluster that the dispatcher considers (any from 1 to [`MAX_K_SPLITS`]
+/// can be forced). Splits
 /// over 4, 6 and 8 blocks measured slower than their odd neighbours on the H200 where B
 /// streams from memory (16 × 4096²: 41.4 µs over 4, 36.6 over 3, 35.5 over 5; over 6 39.5),
 /// as if slices a power-of-two number of rows apart contended for the same memory
 /// partitions; interleaving the slices' k-steps would be the fix.
 const K_SPLIT_CANDIDATES: [u32; 4] = [2, 3, 5, 7];
 
+/// The fewest k-steps each block of a split through the workspace gets from the dispatcher:
+/// below that, a block's pipeline fill and its partial tile's round trip through L2 outweigh
+/// its share of the k loop.
+const WORKSPACE_MIN_K_STEPS_PER_SPLIT: usize = 8;
+
 /// The kernels worth considering for a problem (`m × n × k`, `batch`; canonical, row-major
-/// C): every block-tile variant unsplit, and split k over each of [`K_SPLIT_CANDIDATES`]
-/// blocks where the variant splits on this architecture ([`SgemmTile::can_split_k`]), the
-/// split grid still fits on the GPU at once (`tiles × splits ≤ SMs × blocks_per_sm`) and every
-/// slice keeps at least two k-steps.
-pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> Vec<SgemmChoice> {
+/// C): every block-tile variant unsplit; and, for the tiles that split k
+/// ([`SgemmTile::splits_k`]) while the split grid still fits on the GPU at once
+/// (`tiles × splits ≤ SMs × blocks_per_sm`):
+/// - over a cluster of each of [`K_SPLIT_CANDIDATES`] blocks where the architecture has
+///   clusters ([`SgemmTile::can_split_k`]) and every slice keeps at least two k-steps;
+/// - through a workspace of `workspace_bytes` (0: none) where it fits, over each of
+///   [`K_SPLIT_CANDIDATES`] blocks, the most blocks that fill the GPU, and half as many,
+///   each slice keeping at least [`WORKSPACE_MIN_K_STEPS_PER_SPLIT`] k-steps.
+pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32, workspace_bytes: usize) -> Vec<SgemmChoice> {
+    let workspace = SplitWorkspaceLayout::of(workspace_bytes);
     let mut out = Vec::new();
     for v in SgemmVariant::TILED {
         out.push(SgemmChoice::from(v));
         let t = row.tile(v);
-        if !t.can_split_k(&row.arch.limits()) {
+        if !t.splits_k() {
             continue;
         }
         // (Saturating: a public function, callable with sizes no buffer could hold.)
         let tiles = t.tile_count(m, n).saturating_mul(batch.max(1) as u64);
+        let resident = sm_count as u64 * t.blocks_per_sm as u64;
         let k_steps = k.div_ceil(t.bk as usize);
-        for k_splits in K_SPLIT_CANDIDATES {
-            let fits = tiles.saturating_mul(k_splits as u64) <= sm_count as u64 * t.blocks_per_sm as u64;
-            if fits && k_steps >= 2 * k_splits as usize {
-                out.push(SgemmChoice { variant: v, k_splits });
+        if t.can_split_k(&row.arch.limits()) {
+            for k_splits in K_SPLIT_CANDIDATES {
+                if tiles.saturating_mul(k_splits as u64) <= resident && k_steps >= 2 * k_splits as usize {
+                    out.push(SgemmChoice::cluster_split(v, k_splits));
+                }
+            }
+        }
+        let fill = (resident / tiles.max(1)).min((k_steps / WORKSPACE_MIN_K_STEPS_PER_SPLIT) as u64).min(MAX_WORKSPACE_K_SPLITS as u64) as u32;
+        let mut splits: Vec<u32> = K_SPLIT_CANDIDATES.iter().copied().chain([fill / 2, fill]).filter(|&s| s >= 2 && s <= fill).collect();
+        splits.sort_unstable();
+        splits.dedup();
+        for k_splits in splits {
+            let (slots, partial_bytes) = workspace_need(&t, m, n, batch.max(1), k_splits);
+            if workspace.fits(slots, partial_bytes) {
+                out.push(SgemmChoice::workspace_split(v, k_splits));
             }
         }
     }
@@ -668,10 +943,12 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// fixed overheads) at the speed of `resident` blocks' warps ([`tile_speed`]). Counting whole
 /// tiles charges the partial tiles at the edges; counting whole waves charges the idle SMs of
 /// a grid that does not divide evenly; the speed curve charges grids too small to hide
-/// latency, which a k split relieves by putting more blocks (warps) on every SM. The lowest
+/// latency, which a k split relieves by putting more blocks (warps) on every SM (at the cost
+/// of adding the partial tiles: through a cluster, or through `workspace_bytes` of
+/// workspace, 0 for none, where one block adds them all). The lowest
 /// estimate wins; ties go to the bigger tile and the fewer splits. `cukernels-bench`
 /// reports, per shape, how far this choice is from the fastest candidate (dispatch regret).
-pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32) -> SgemmChoice {
+pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32, workspace_bytes: usize) -> SgemmChoice {
     let tiny = batch.max(1).saturating_mul(m).saturating_mul(n) <= GEMV_TINY_OUTPUTS;
     if m.min(n) <= GEMV_DISPATCH_MAX && (k >= GEMV_MIN_K || tiny) {
         return SgemmVariant::Gemv.into();
@@ -682,14 +959,19 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArch
     }
     let sms = sm_count.max(1) as f64;
     let mut best = (f64::INFINITY, SgemmChoice::from(SgemmVariant::Large));
-    for c in kernel_candidates(m, n, k, batch, row, sm_count) {
+    for c in kernel_candidates(m, n, k, batch, row, sm_count, workspace_bytes) {
         let t = row.tile(c.variant);
         let splits = c.k_splits as f64;
         let blocks = t.tile_count(m, n) as f64 * batch.max(1) as f64 * splits;
         let resident = (t.blocks_per_sm as f64).min((blocks / sms).ceil()).max(1.0);
         let waves = (blocks / (sms * resident)).ceil();
         let k_steps = (k.div_ceil(t.bk as usize) as f64 / splits).ceil();
-        let overhead = BLOCK_OVERHEAD_K_STEPS + if c.k_splits > 1 { SPLIT_OVERHEAD_K_STEPS + SPLIT_OVERHEAD_PER_BLOCK_K_STEPS * splits } else { 0.0 };
+        let overhead = BLOCK_OVERHEAD_K_STEPS
+            + match (c.k_splits, c.reduction) {
+                (1, _) => 0.0,
+                (_, SplitReduction::Cluster) => SPLIT_OVERHEAD_K_STEPS + SPLIT_OVERHEAD_PER_BLOCK_K_STEPS * splits,
+                (_, SplitReduction::Workspace) => WORKSPACE_SPLIT_OVERHEAD_K_STEPS + WORKSPACE_SPLIT_READ_K_STEPS / t.bk as f64 * splits,
+            };
         let work = resident * (t.bm * t.bn * t.bk) as f64 * (k_steps + overhead);
         let speed = tile_speed(c.variant, &t);
         let warps = resident * (t.threads() / 32) as f64;
@@ -721,14 +1003,83 @@ impl Cukernels {
         B: DevicePtr<f32>,
         C: DevicePtrMut<f32>,
     {
+        self.sgemm_through(stream, desc, a, b, c, None, choice)
+    }
+
+    /// As [`sgemm_with`](Self::sgemm_with), with the caller's workspace for k splits instead
+    /// of the handle's ([`Cukernels::sgemm_workspace`]; [`sgemm_workspace_bytes`](Self::sgemm_workspace_bytes)
+    /// says how large one call needs it). The dispatcher considers the k splits that fit in it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sgemm_in<A, B, C>(&self, stream: &CudaStream, desc: &Sgemm, a: &A, b: &B, c: &mut C, workspace: &mut SgemmWorkspace, choice: Option<SgemmChoice>) -> Result<()>
+    where
+        A: DevicePtr<f32>,
+        B: DevicePtr<f32>,
+        C: DevicePtrMut<f32>,
+    {
+        let bytes = workspace.bytes();
+        let (addr, _workspace_sync) = workspace.buffer.device_ptr_mut(stream);
+        self.sgemm_through(stream, desc, a, b, c, Some((addr, bytes)), choice)
+    }
+
+    /// Validates, plans and launches on `stream` with the caller's `workspace` (address,
+    /// bytes), or else the handle's own.
+    #[allow(clippy::too_many_arguments)]
+    fn sgemm_through<A, B, C>(&self, stream: &CudaStream, desc: &Sgemm, a: &A, b: &B, c: &mut C, workspace: Option<(u64, usize)>, choice: Option<SgemmChoice>) -> Result<()>
+    where
+        A: DevicePtr<f32>,
+        B: DevicePtr<f32>,
+        C: DevicePtrMut<f32>,
+    {
         self.check_stream(stream)?;
         let (a_addr, _a_sync) = a.device_ptr(stream);
         let (b_addr, _b_sync) = b.device_ptr(stream);
         let c_len = c.len();
         let (c_addr, _c_sync) = c.device_ptr_mut(stream);
-        let buffers = SgemmBuffers { a_addr, a_len: a.len(), b_addr, b_len: b.len(), c_addr, c_len };
+        let (workspace_addr, workspace_bytes) = workspace.unwrap_or((0, 0));
+        let buffers = SgemmBuffers { a_addr, a_len: a.len(), b_addr, b_len: b.len(), c_addr, c_len, workspace_addr, workspace_bytes };
+        self.plan_and_launch(stream.cu_stream(), desc, &buffers, choice)
+    }
+
+    /// Plans `desc` on `buffers` and launches it on `stream`. Without a workspace in
+    /// `buffers`, the handle's own serves, if it is free for this stream ([`OwnWorkspace`]);
+    /// its lock is held from the plan to the launch, so no other stream takes it between.
+    fn plan_and_launch(&self, stream: CUstream, desc: &Sgemm, buffers: &SgemmBuffers, choice: Option<SgemmChoice>) -> Result<()> {
+        let own = self.own_sgemm_workspace().filter(|_| buffers.workspace_bytes == 0);
+        let Some(own) = own else {
+            let plan = desc.plan(buffers, self.sgemm_config(), self.sm_count(), choice)?;
+            return self.launch_sgemm(stream, &plan);
+        };
+        let mut served = own.stream.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let free = served.is_none_or(|s| s == stream as usize);
+        let buffers = if free { SgemmBuffers { workspace_addr: own.addr, workspace_bytes: own.bytes, ..*buffers } } else { *buffers };
         let plan = desc.plan(&buffers, self.sgemm_config(), self.sm_count(), choice)?;
-        self.launch_sgemm(stream.cu_stream(), &plan)
+        if plan.uses_workspace() {
+            *served = Some(stream as usize);
+        }
+        self.launch_sgemm(stream, &plan)
+    }
+
+    /// A workspace for k splits of `bytes` bytes, zeroed (on `stream`), for
+    /// [`sgemm_in`](Self::sgemm_in): for calls on streams other than the one the handle's own
+    /// workspace serves, or splits larger than it. Allocate it once, outside the hot path and
+    /// outside graph capture; every later call may reuse it, on any stream (cudarc orders the
+    /// streams, as for any buffer; in a graph, as for any buffer, make it untracked).
+    pub fn sgemm_workspace(&self, stream: &std::sync::Arc<CudaStream>, bytes: usize) -> Result<SgemmWorkspace> {
+        self.check_stream(stream)?;
+        Ok(SgemmWorkspace { buffer: stream.alloc_zeros::<u8>(bytes.max(WORKSPACE_ALIGN))? })
+    }
+
+    /// The workspace bytes that `desc` needs with `choice` (`None`: the kernel the dispatcher
+    /// picks when any workspace is at hand): 0 unless it splits k through a workspace.
+    pub fn sgemm_workspace_bytes(&self, desc: &Sgemm, choice: Option<SgemmChoice>) -> usize {
+        desc.split_workspace_bytes(self.sgemm_config(), self.sm_count(), choice)
+    }
+
+    /// The size of the k-split workspace this handle owns and uses for
+    /// [`sgemm`](Self::sgemm) and [`sgemm_with`](Self::sgemm_with)
+    /// ([`default_split_workspace_bytes`]; 0 where it could not be allocated).
+    pub fn own_sgemm_workspace_bytes(&self) -> usize {
+        self.own_sgemm_workspace().map_or(0, |w| w.bytes)
     }
 
     /// As [`sgemm_with`](Self::sgemm_with), for frameworks that hold raw CUDA handles (burn and
@@ -743,11 +1094,12 @@ impl Cukernels {
     /// and each address in `buffers` must point to a device allocation of this context that
     /// holds at least its length in `f32`s and stays allocated until the launch has finished
     /// on `stream`. No other stream may write A, B or C, or read C, until then (there is no
-    /// event tracking here, unlike cudarc's buffers).
+    /// event tracking here, unlike cudarc's buffers). A workspace in `buffers` (none: 0 bytes,
+    /// and then the handle's own serves as for [`sgemm`](Self::sgemm)) must be as
+    /// [`SgemmBuffers`] says, and no other stream may use it until then either.
     pub unsafe fn sgemm_raw(&self, stream: CUstream, desc: &Sgemm, buffers: &SgemmBuffers, choice: Option<SgemmChoice>) -> Result<()> {
         self.check_raw_stream(stream)?;
-        let plan = desc.plan(buffers, self.sgemm_config(), self.sm_count(), choice)?;
-        self.launch_sgemm(stream, &plan)
+        self.plan_and_launch(stream, desc, buffers, choice)
     }
 
     /// Launches a validated plan.
@@ -759,7 +1111,7 @@ impl Cukernels {
         let mut params = p.params;
         let mut args = params.kernel_args();
         self.context().bind_to_thread()?;
-        if p.grid.1 > 1 {
+        if p.grid.1 > 1 && !p.uses_workspace() {
             return self.launch_clusters(f.cu_function(), stream, p, &mut args);
         }
         // SAFETY: `plan` proved that every element the canonical problem addresses lies inside
@@ -768,6 +1120,8 @@ impl Cukernels {
         // promises it). `args` points at the fields of `params`, which lives until
         // cuLaunchKernel returns, and matches the entry point's parameters in count, order and
         // sizes by construction: both are generated from the one definition of `SgemmParams`.
+        // A split through the workspace writes only inside the workspace the plan checked
+        // (size, alignment, no overlap with A, B, C), which the caller keeps for SGEMM alone.
         unsafe {
             cudarc::driver::result::launch_kernel(f.cu_function(), p.grid, (p.block, 1, 1), p.smem_bytes, stream, &mut args)?;
         }

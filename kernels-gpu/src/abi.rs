@@ -166,6 +166,12 @@ define_launch_params! { $
         pub flags: u32,
         pub alpha: f32,
         pub beta: f32,
+        /// A k split reduced through global memory (`sgemm_flags::SPLIT_WORKSPACE`; else 0):
+        /// the partial tile (`BM × BN` floats, row-major) of split `s` of tile `t` of batch
+        /// `b` at `((b·tiles + t)·splits + s)·BM·BN`, and one arrival counter per (batch,
+        /// tile) at `b·tiles + t` (`tiles`: the grid's x), 0 between launches.
+        pub split_partials: crate::abi::GlobalPtr<f32>,
+        pub split_counters: crate::abi::GlobalPtr<u32>,
     }
 }
 

@@ -66,6 +66,9 @@ pub mod sgemm_flags {
     /// product with few columns turned into one with few rows (the host sets it for no other
     /// kernel).
     pub const C_TRANSPOSED: u32 = 1 << 6;
+    /// The tile kernels' k split (`gridDim.y` > 1) adds its partial tiles through the
+    /// workspace (`split_partials`, `split_counters`) instead of a cluster's shared memory.
+    pub const SPLIT_WORKSPACE: u32 = 1 << 7;
     /// `tiny` only: bits 8..11 hold log2 of the lanes that share a piece of C
     /// (`TinyConfig::team_lanes`, chosen by the host).
     pub const TINY_LANES_SHIFT: u32 = 8;

@@ -551,11 +551,20 @@ impl SgemmTile {
         self.bm * self.bn <= SMALL_TILE_MAX_ELEMENTS
     }
 
-    /// Whether the kernel of this tile can split its k range over a cluster (and the host may
-    /// ask it to): the architecture has clusters, the tile is at most
-    /// [`SMALL_TILE_MAX_ELEMENTS`] and its partial tile fits in a block's shared memory.
+    /// Whether the kernel of this tile can split its k range over blocks (on every
+    /// architecture, through a workspace): tiles up to [`SMALL_TILE_MAX_ELEMENTS`]. A problem
+    /// worth a k split has too few tiles to fill the GPU, where the small tiles are the ones
+    /// that fit; in the 128-wide tiles the slice bounds, live through the main loop, made
+    /// ptxas spill on sm_70 (where they hold 128 registers).
+    pub const fn splits_k(&self) -> bool {
+        self.bm * self.bn <= SMALL_TILE_MAX_ELEMENTS
+    }
+
+    /// Whether the kernel of this tile can also split its k range over a cluster, adding the
+    /// partial tiles through distributed shared memory (no workspace): it [`splits_k`](Self::splits_k), the
+    /// architecture has clusters, and its partial tile fits in a block's shared memory.
     pub const fn can_split_k(&self, limits: &ArchLimits) -> bool {
-        limits.has_clusters && self.bm * self.bn <= SMALL_TILE_MAX_ELEMENTS && self.split_k_smem_bytes() <= limits.max_smem_per_block
+        limits.has_clusters && self.splits_k() && self.split_k_smem_bytes() <= limits.max_smem_per_block
     }
     /// Floats of A (resp. B) each thread moves per k-step; also the size of the register
     /// staging buffer of the double-buffered (pre-sm_80) pipeline.

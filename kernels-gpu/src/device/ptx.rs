@@ -242,6 +242,50 @@ pub unsafe fn load_global_u32x4(ptr: *const u32) -> [u32; 4] {
     [x, y, z, w]
 }
 
+/// A memory fence at GPU scope with acquire and release semantics (`fence.acq_rel.gpu`): the
+/// writes this thread made (or saw, through a barrier) before it are visible to any thread of
+/// the GPU that synchronizes with a later write of this thread, and the writes of others that
+/// this thread synchronized with before it are visible to its reads after it.
+#[inline(always)]
+pub fn fence_gpu() {
+    // SAFETY: orders memory accesses; reads and writes nothing itself.
+    unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) };
+}
+
+/// Counts an arrival at `*counter` and returns the count before it, wrapping to 0 after
+/// `last` (`atom.relaxed.gpu.global.inc.u32`: the thread that reads `last` is the last of
+/// `last + 1` arrivals, and leaves the counter at 0, ready for the next launch).
+///
+/// Safety: `counter` is a valid, 4-byte aligned global address that other threads access only
+/// atomically.
+#[inline(always)]
+pub unsafe fn arrive_wrapping_gpu(counter: *mut u32, last: u32) -> u32 {
+    let old: u32;
+    asm!(
+        "atom.relaxed.gpu.global.inc.u32 {o}, [{a}], {b};",
+        o = out(reg32) old, a = in(reg64) counter, b = in(reg32) last,
+        options(nostack)
+    );
+    old
+}
+
+/// Reads 16 bytes that another block of this grid wrote (`ld.relaxed.gpu.global.v4.f32`: from
+/// the GPU's coherent level, never from a line this SM's L1 cached before the write).
+///
+/// Safety: `ptr` is valid for 16 bytes and 16-byte aligned; the writer's stores are ordered
+/// before this read by a fence and an atomic the reader observed ([`fence_gpu`],
+/// [`arrive_wrapping_gpu`]).
+#[inline(always)]
+pub unsafe fn load_gpu_coherent_f32x4(ptr: *const f32) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    asm!(
+        "ld.relaxed.gpu.global.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg64) ptr,
+        options(nostack, readonly)
+    );
+    [x, y, z, w]
+}
+
 /// Programmatic dependent launch (sm_90 and newer): the kernels of this build can overlap their
 /// start with the end of the launch before them on the stream.
 const HAS_PROGRAMMATIC_LAUNCH: bool = super::BUILD_CONFIG.has_programmatic_launch();

@@ -71,29 +71,39 @@
 //! its own. Other tiles fill the rows and columns past the edge with zeros and run the checked
 //! loop.
 //!
-//! ## Split k (sm_90 and newer)
+//! ## Split k
 //! A problem with too few tiles to fill the GPU (1024³ in 64×64 tiles: 256 blocks of 2 warps
-//! on 132 SMs) can give each tile to a thread-block cluster of `gridDim.y` blocks
-//! ([`SgemmTile::can_split_k`]): block `blockIdx.y` runs the whole pipeline above on its slice
-//! of k ([`k_slice`]: whole k-steps, as even as they go). At the end each block stores its partial tile in its own shared memory (reusing the
-//! stage buffers), a cluster barrier publishes them, and every block finishes a share of the
-//! tile by reading all the partial tiles through distributed shared memory (`ld.shared::cluster`)
-//! and adding them in rank order: no workspace, no atomics, the same bits on every run. A
-//! second cluster barrier keeps each block's shared memory alive until its partners have read it.
-//!
+//! on 132 SMs; 64×64 with k = 100 000: one tile) can spread each tile's k range over the
+//! `gridDim.y` blocks of a k split: block `blockIdx.y` runs the whole pipeline above on its
+//! slice of k ([`k_slice`]: whole k-steps, as even as they go). The partial tiles meet in one
+//! of two ways, and both add them in split order starting from 0, so the result has the same
+//! bits on every run (and the same bits either way):
+//! - **through a cluster** (sm_90 and newer, up to 8 blocks, [`SgemmTile::can_split_k`]):
+//!   each block stores its partial tile in its own shared memory (reusing the stage
+//!   buffers), a cluster barrier publishes them, and every block finishes a share of the tile
+//!   by reading all the partial tiles through distributed shared memory
+//!   (`ld.shared::cluster`). No workspace, no atomics; a second cluster barrier keeps each
+//!   block's shared memory alive until its partners have read it.
+//! - **through a workspace** (every architecture, any number of blocks, `SPLIT_WORKSPACE`;
+//!   tiles that [`SgemmTile::splits_k`]):
+//!   each block stores its partial tile in global memory, and one thread counts the block's
+//!   arrival on the tile's counter (a fence first, so the stores are visible to whoever sees
+//!   the count). The last block to arrive adds the partial tiles and writes C; its increment
+//!   wraps the counter back to 0. No block ever waits for another.
+
 //! ## Epilogue and batches
 //! Each thread scales its accumulators by alpha, adds `beta · C` (not reading C at all when
 //! beta is 0), and writes the elements its block owns (a moved tile skips its neighbour's
 //! rows and columns), with 16-byte stores where C is aligned (for a moved tile: moved by a
 //! multiple of 4) and the four columns are in range. A k-split launch writes C from the
-//! cluster's reduction instead (see "Split k"). `blockIdx.x` is the tile index (rasterized in groups of `RASTER_GROUP_M` tile-rows so
+//! reduction of its partial tiles instead (see "Split k"). `blockIdx.x` is the tile index (rasterized in groups of `RASTER_GROUP_M` tile-rows so
 //! co-running blocks share A and B in L2); `blockIdx.z` strides over the batch, so any batch
 //! count runs in one launch.
 
 use super::ptx::{
-    block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16, cp_async_16_inside, cp_async_4,
-    cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fma, grid_dim_y, grid_dim_z, load_cluster_shared_f32x4, opaque,
-    shared_address, sync_threads, thread_idx_x,
+    arrive_wrapping_gpu, block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16,
+    cp_async_16_inside, cp_async_4, cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fence_gpu, fma, grid_dim_x, grid_dim_y,
+    grid_dim_z, load_cluster_shared_f32x4, load_gpu_coherent_f32x4, opaque, shared_address, sync_threads, thread_idx_x,
 };
 use super::BUILD_CONFIG;
 use super::gemv::{gemv, gemv_dot};
@@ -102,14 +112,18 @@ use crate::sgemm_config::{
     k_slice, sgemm_config, tile_origin_inside, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, TinyConfig, RASTER_GROUP_M, SMEM_ROW_PAD,
 };
 use crate::abi::{sgemm_params_entry, SgemmParams};
-use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR};
+use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR, SPLIT_WORKSPACE};
 
 const PAD: usize = SMEM_ROW_PAD as usize;
 
 /// Groups of four C elements whose partial sums each thread of a k-split block reads from
 /// the cluster at once ([`reduce_k_splits`]): a read of another block's shared memory takes
 /// hundreds of cycles, so the reads of several groups go out together before any is added.
-const SPLIT_GROUPS_IN_FLIGHT: usize = 4;
+const CLUSTER_GROUPS_IN_FLIGHT: usize = 4;
+/// The same for the last block of a k split through the workspace
+/// ([`reduce_k_splits_in_workspace`]), which reads every partial tile from L2 alone: twice as
+/// many loads in flight (its accumulators are stored by then, so the registers are free).
+const WORKSPACE_GROUPS_IN_FLIGHT: usize = 8;
 
 /// Tiles that read their first fragments early ([`SgemmTile::reads_first_fragments_early`])
 /// and run the unrolled inner loop issue a k-step's copies in two parts: A's right after the
@@ -361,7 +375,7 @@ unsafe fn fragments<const TM: usize, const TN: usize, const LM: usize>(a_row: *c
 
 /// `acc += a ⊗ b`: the `TM·TN` FMAs of one `kk`.
 #[inline(always)]
-fn outer_product<const TM: usize, const TN: usize>(a: &[f32; TM], b: &[f32; TN], acc: &mut [[f32; TN]; TM]) {
+pub(super) fn outer_product<const TM: usize, const TN: usize>(a: &[f32; TM], b: &[f32; TN], acc: &mut [[f32; TN]; TM]) {
     for x in 0..TM {
         for y in 0..TN {
             acc[x][y] = fma(a[x], b[y], acc[x][y]);
@@ -466,26 +480,26 @@ impl BlockTile {
 /// (a moved edge tile's first rows and columns belong to its neighbour), up to m and n.
 /// `MOVED`: the tile may have been moved ([`SgemmTile::moves_edge_tiles`]); otherwise the
 /// tests against `m_start` and `n_start` are compiled out.
-struct COutput<const MOVED: bool> {
-    base: *mut f32,
-    m_start: u32,
-    n_start: u32,
+pub(super) struct COutput<const MOVED: bool> {
+    pub(super) base: *mut f32,
+    pub(super) m_start: u32,
+    pub(super) n_start: u32,
     /// C is 16-byte aligned at every fourth column of this tile.
-    vector: bool,
+    pub(super) vector: bool,
     /// beta = 0: C is not read.
-    beta_zero: bool,
+    pub(super) beta_zero: bool,
 }
 
 impl<const MOVED: bool> COutput<MOVED> {
     /// Whether this block stores row `row` of C.
     #[inline(always)]
-    fn owns_row(&self, p: &Problem, row: u32) -> bool {
+    pub(super) fn owns_row(&self, p: &Problem, row: u32) -> bool {
         row < p.m && (!MOVED || row >= self.m_start)
     }
 
     /// Where row `row` of C starts.
     #[inline(always)]
-    fn row(&self, p: &Problem, row: u32) -> *mut f32 {
+    pub(super) fn row(&self, p: &Problem, row: u32) -> *mut f32 {
         self.base.wrapping_add((row as u64 * p.ldc) as usize)
     }
 
@@ -493,7 +507,7 @@ impl<const MOVED: bool> COutput<MOVED> {
     /// for those of the four columns from `col` (a multiple of 4 from the tile's first column)
     /// that this block owns.
     #[inline(always)]
-    unsafe fn store4(&self, p: &Problem, c_row: *mut f32, col: u32, acc: [f32; 4]) {
+    pub(super) unsafe fn store4(&self, p: &Problem, c_row: *mut f32, col: u32, acc: [f32; 4]) {
         let mut out = [0.0f32; 4];
         for e in 0..4 {
             out[e] = p.alpha * acc[e];
@@ -520,56 +534,50 @@ impl<const MOVED: bool> COutput<MOVED> {
     }
 }
 
-/// The epilogue of a k-split launch: the cluster's blocks computed the same C tile over
-/// different slices of k. Each block leaves its partial tile in its own shared memory; after a
-/// cluster barrier, the `NT` threads of block `rank` of `splits` finish the groups of four
-/// elements `rank·NT + tid + i·splits·NT`, adding the partial tiles of all blocks in rank
-/// order through distributed shared memory (so the result does not depend on timing),
-/// [`SPLIT_GROUPS_IN_FLIGHT`] groups at a time; a second barrier keeps every block's shared
-/// memory alive until all reads are done.
+/// Writes a thread's accumulators into a `BM × BN` partial tile whose rows are `row_floats`
+/// apart (shared memory, or the workspace): the layout the partial-tile sums read.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn reduce_k_splits<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const LM: usize, const NT: usize, const MOVED: bool>(
-    p: &Problem,
-    c_out: &COutput<MOVED>,
-    acc: &[[f32; TN]; TM],
-    smem: *mut f32,
-    m0: u32,
-    n0: u32,
-    row0: usize,
-    col0: usize,
-    tid: u32,
-) {
+unsafe fn store_partial_tile<const TM: usize, const TN: usize, const LM: usize>(acc: &[[f32; TN]; TM], tile: *mut f32, row_floats: usize, row0: usize, col0: usize) {
     let ln = 32 / LM;
-    let row_floats = BN + PAD;
-    // Every warp is done reading the pipeline's buffers, which the partial tile overwrites.
-    sync_threads();
     for i in 0..TM / 4 {
         for r in 0..4 {
             for j in 0..TN / 4 {
                 let v = &acc[4 * i + r][4 * j..4 * j + 4];
-                let dst = smem.add((row0 + i * LM * 4 + r) * row_floats + col0 + j * ln * 4);
+                let dst = tile.add((row0 + i * LM * 4 + r) * row_floats + col0 + j * ln * 4);
                 *(dst as *mut Float4) = Float4([v[0], v[1], v[2], v[3]]);
             }
         }
     }
-    cluster_sync();
-    let (rank, splits) = (cluster_rank(), grid_dim_y());
-    let tile = shared_address(smem);
+}
+
+/// Finishes the groups of four C elements `first`, `first + stride`, ... of a k-split tile:
+/// adds the `splits` partial tiles' values of each group (`load(group, split)`) in split
+/// order, starting from 0 (so the sum has the same bits however the blocks were timed), and
+/// stores `alpha·sum + beta·C`. `IN_FLIGHT` groups at a time: their loads (hundreds of cycles
+/// each, from another block's shared memory or from L2) go out together before any is added.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn add_partial_tiles<const BM: usize, const BN: usize, const IN_FLIGHT: usize, const MOVED: bool>(
+    p: &Problem,
+    c_out: &COutput<MOVED>,
+    m0: u32,
+    n0: u32,
+    first: u32,
+    stride: u32,
+    splits: u32,
+    load: impl Fn(u32, u32) -> [f32; 4],
+) {
     let groups = (BM * BN / 4) as u32;
     let groups_per_row = (BN / 4) as u32;
-    let stride = splits * NT as u32;
-    // Group i of a pass: `first + i·stride`; its byte offset in every block's partial tile.
-    let offset = |group: u32| tile + (group / groups_per_row * row_floats as u32 + group % groups_per_row * 4) * 4;
-    let mut first = rank * NT as u32 + tid;
+    let mut first = first;
     while first < groups {
-        let mut sums = [[0.0f32; 4]; SPLIT_GROUPS_IN_FLIGHT];
-        for peer in 0..splits {
-            let mut partials = [[0.0f32; 4]; SPLIT_GROUPS_IN_FLIGHT];
+        let mut sums = [[0.0f32; 4]; IN_FLIGHT];
+        for split in 0..splits {
+            let mut partials = [[0.0f32; 4]; IN_FLIGHT];
             for (i, partial) in partials.iter_mut().enumerate() {
                 let group = first + i as u32 * stride;
                 if group < groups {
-                    *partial = load_cluster_shared_f32x4(cluster_shared_address(offset(group), peer));
+                    *partial = load(group, split);
                 }
             }
             for (sum, partial) in sums.iter_mut().zip(&partials) {
@@ -587,16 +595,94 @@ unsafe fn reduce_k_splits<const BM: usize, const BN: usize, const TM: usize, con
                 }
             }
         }
-        first += SPLIT_GROUPS_IN_FLIGHT as u32 * stride;
+        first += IN_FLIGHT as u32 * stride;
     }
+}
+
+/// The epilogue of a k split over a cluster: the cluster's blocks computed the same C tile
+/// over different slices of k. Each block leaves its partial tile in its own shared memory;
+/// after a cluster barrier, the `NT` threads of block `rank` of `splits` finish the groups of
+/// four elements `rank·NT + tid + i·splits·NT`, reading the partial tiles of all blocks
+/// through distributed shared memory; a second barrier keeps every block's shared memory
+/// alive until all reads are done.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_k_splits<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const LM: usize, const NT: usize, const MOVED: bool>(
+    p: &Problem,
+    c_out: &COutput<MOVED>,
+    acc: &[[f32; TN]; TM],
+    smem: *mut f32,
+    m0: u32,
+    n0: u32,
+    row0: usize,
+    col0: usize,
+    tid: u32,
+) {
+    let row_floats = BN + PAD;
+    // Every warp is done reading the pipeline's buffers, which the partial tile overwrites.
+    sync_threads();
+    store_partial_tile::<TM, TN, LM>(acc, smem, row_floats, row0, col0);
     cluster_sync();
+    let (rank, splits) = (cluster_rank(), grid_dim_y());
+    let tile = shared_address(smem);
+    let groups_per_row = (BN / 4) as u32;
+    // A group's byte offset in every block's partial tile.
+    let offset = |group: u32| tile + (group / groups_per_row * row_floats as u32 + group % groups_per_row * 4) * 4;
+    add_partial_tiles::<BM, BN, CLUSTER_GROUPS_IN_FLIGHT, MOVED>(p, c_out, m0, n0, rank * NT as u32 + tid, splits * NT as u32, splits, |group, peer| {
+        load_cluster_shared_f32x4(cluster_shared_address(offset(group), peer))
+    });
+    cluster_sync();
+}
+
+/// The epilogue of a k split through the workspace (any architecture; see "Split k"): every
+/// block stores its partial tile in its slot of `split_partials`, and thread 0 counts the
+/// block's arrival on the tile's counter, after a fence that publishes the block's stores.
+/// The block that arrives last (whichever it is) adds all the partial tiles in split order
+/// and writes C; the counter wraps back to 0 for the next launch. No block waits for another,
+/// so nothing depends on which blocks are resident together.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_k_splits_in_workspace<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const LM: usize, const NT: usize, const MOVED: bool>(
+    p: &Problem,
+    c_out: &COutput<MOVED>,
+    acc: &[[f32; TN]; TM],
+    smem: *mut f32,
+    m0: u32,
+    n0: u32,
+    row0: usize,
+    col0: usize,
+    tid: u32,
+    batch: u32,
+) {
+    let splits = grid_dim_y();
+    let tile_floats = (BM * BN) as u64;
+    // This (batch, tile)'s slot; the host sized the workspace for every slot of the launch.
+    let slot = batch as u64 * grid_dim_x() as u64 + block_idx_x() as u64;
+    let partials = p.split_partials.ptr_mut().wrapping_add((slot * splits as u64 * tile_floats) as usize);
+    store_partial_tile::<TM, TN, LM>(acc, partials.wrapping_add((block_idx_y() as u64 * tile_floats) as usize), BN, row0, col0);
+    // Every thread's stores are done (and every warp is past the main loop, so the first word
+    // of shared memory is free to carry the verdict).
+    sync_threads();
+    let verdict = smem as *mut u32;
+    if tid == 0 {
+        fence_gpu();
+        let arrived = arrive_wrapping_gpu(p.split_counters.ptr_mut().wrapping_add(slot as usize), splits - 1);
+        fence_gpu();
+        *verdict = (arrived == splits - 1) as u32;
+    }
+    sync_threads();
+    if *verdict != 0 {
+        add_partial_tiles::<BM, BN, WORKSPACE_GROUPS_IN_FLIGHT, MOVED>(p, c_out, m0, n0, tid, NT as u32, splits, |group, split| {
+            load_gpu_coherent_f32x4(partials.wrapping_add((split as u64 * tile_floats + group as u64 * 4) as usize))
+        });
+    }
 }
 
 /// The kernel body, monomorphized per variant by [`sgemm_entry!`]. `EA`/`EB`: floats of A/B
 /// each thread stages per k-step (the register buffer of the pre-sm_80 pipeline);
-/// `PIPELINED`, `EARLY_FRAGMENTS`, `FAST_LOOP`, `SPLIT`, `MOVES_EDGE_TILES`: see
-/// [`SgemmTile::pipelined_fragments`], [`SgemmTile::reads_first_fragments_early`],
-/// [`SgemmTile::has_fast_loop`], [`SgemmTile::can_split_k`] and
+/// `PIPELINED`, `EARLY_FRAGMENTS`, `FAST_LOOP`, `SPLITS_K`, `CLUSTER_SPLIT`, `MOVES_EDGE_TILES`:
+/// see [`SgemmTile::pipelined_fragments`], [`SgemmTile::reads_first_fragments_early`],
+/// [`SgemmTile::has_fast_loop`], [`SgemmTile::splits_k`], [`SgemmTile::can_split_k`] and
 /// [`SgemmTile::moves_edge_tiles`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -617,7 +703,8 @@ unsafe fn sgemm<
     const PIPELINED: bool,
     const EARLY_FRAGMENTS: bool,
     const FAST_LOOP: bool,
-    const SPLIT: bool,
+    const SPLITS_K: bool,
+    const CLUSTER_SPLIT: bool,
     const MOVES_EDGE_TILES: bool,
 >(
     p: &Problem,
@@ -645,10 +732,10 @@ unsafe fn sgemm<
     let a_stage_floats = BK * (BM + PAD);
     let stage_floats = a_stage_floats + BK * (BN + PAD);
 
-    // A k-split launch (gridDim.y > 1) gives each block of a cluster one slice of k; the
-    // block runs the whole pipeline on its slice as if it were the problem's k.
-    // (The cluster is `1 × gridDim.y × 1`, so `blockIdx.y` is also the block's rank in it.)
-    let (k_first, k_len) = if SPLIT { k_slice(p.k, BK as u32, block_idx_y(), grid_dim_y()) } else { (0, p.k) };
+    // A k-split launch (gridDim.y > 1) gives each of a tile's blocks one slice of k; the
+    // block runs the whole pipeline on its slice as if it were the problem's k. (In a cluster
+    // split, the cluster is `1 × gridDim.y × 1`, so `blockIdx.y` is also the block's rank.)
+    let (k_first, k_len) = if SPLITS_K && grid_dim_y() > 1 { k_slice(p.k, BK as u32, block_idx_y(), grid_dim_y()) } else { (0, p.k) };
     let k_iters = k_len.div_ceil(BK as u32);
     let a_k_first = k_first as u64 * if A_K_CONTIGUOUS { 1 } else { p.lda };
     let b_k_first = k_first as u64 * if B_K_CONTIGUOUS { 1 } else { p.ldb };
@@ -829,7 +916,9 @@ unsafe fn sgemm<
             // A moved edge tile's columns are 16-byte aligned only if it moved by a multiple of 4.
             vector: flags & C_VECTOR != 0 && (!MOVES_EDGE_TILES || n0 % 4 == 0),
         };
-        if SPLIT && grid_dim_y() > 1 {
+        if SPLITS_K && flags & SPLIT_WORKSPACE != 0 {
+            reduce_k_splits_in_workspace::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid, batch);
+        } else if CLUSTER_SPLIT && grid_dim_y() > 1 {
             reduce_k_splits::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid);
         } else {
             for i in 0..TM / 4 {
@@ -907,6 +996,7 @@ macro_rules! sgemm_entry {
                 { T.pipelined_fragments() },
                 { T.reads_first_fragments_early(&BUILD_CONFIG.limits()) },
                 { T.has_fast_loop(&BUILD_CONFIG.limits()) },
+                { T.splits_k() },
                 { T.can_split_k(&BUILD_CONFIG.limits()) },
                 { T.moves_edge_tiles() },
             >(&problem)

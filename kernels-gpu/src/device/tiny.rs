@@ -38,8 +38,8 @@
 //! condition is the same for the whole warp (the shuffles need every lane), so lanes past the
 //! last piece compute the last piece again and store nothing.
 
-use super::ptx::{block_idx_x, fma, grid_dim_x, shfl_xor_f32, thread_idx_x};
-use super::sgemm::{Float4, Problem};
+use super::ptx::{block_idx_x, grid_dim_x, shfl_xor_f32, thread_idx_x};
+use super::sgemm::{outer_product, COutput, Float4, Problem};
 use crate::sgemm_config::{TinyConfig, TINY_TILE};
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR, TINY_LANES_MASK, TINY_LANES_SHIFT};
 
@@ -113,17 +113,6 @@ impl Lines {
     }
 }
 
-/// `acc += a ⊗ b`.
-#[allow(clippy::needless_range_loop)]
-#[inline(always)]
-fn outer_product(acc: &mut [[f32; T]; T], a: &[f32; T], b: &[f32; T]) {
-    for r in 0..T {
-        for c in 0..T {
-            acc[r][c] = fma(a[r], b[c], acc[r][c]);
-        }
-    }
-}
-
 /// The tiny kernel (see the module docs). `config` is this build's row, a constant.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
@@ -177,14 +166,14 @@ pub(super) unsafe fn tiny<const UNROLL: usize, const A_K_CONTIGUOUS: bool, const
                 steps[u] = (a_lines.load(u), b_lines.load(u));
             }
             for u in 0..UNROLL {
-                outer_product(&mut acc, &steps[u].0, &steps[u].1);
+                outer_product::<T, T>(&steps[u].0, &steps[u].1, &mut acc);
             }
             a_lines.advance(UNROLL);
             b_lines.advance(UNROLL);
             kk += UNROLL as u32 * lanes;
         }
         while kk < p.k {
-            outer_product(&mut acc, &a_lines.load(0), &b_lines.load(0));
+            outer_product::<T, T>(&a_lines.load(0), &b_lines.load(0), &mut acc);
             a_lines.advance(1);
             b_lines.advance(1);
             kk += lanes;
@@ -199,29 +188,13 @@ pub(super) unsafe fn tiny<const UNROLL: usize, const A_K_CONTIGUOUS: bool, const
             }
             level /= 2;
         }
-        // Row r of the piece is stored by lane r mod `lanes` of the team.
-        let c_vector = p.flags & C_VECTOR != 0 && piece.col0 + TINY_TILE <= p.n;
-        let beta_zero = p.flags & BETA_ZERO != 0;
+        // Row r of the piece is stored by lane r mod `lanes` of the team, as the tile
+        // kernels store a row of four (16 bytes where C is aligned and the four are inside).
+        let c_out = COutput::<false> { base: piece.c, m_start: 0, n_start: 0, vector: p.flags & C_VECTOR != 0, beta_zero: p.flags & BETA_ZERO != 0 };
         for r in 0..T {
             let row = piece.row0 + r as u32;
-            if owner && row < p.m && r as u32 % lanes == team_lane {
-                let dst = piece.c.wrapping_add((row as u64 * p.ldc + piece.col0 as u64) as usize);
-                if c_vector {
-                    let dst = dst as *mut Float4;
-                    let old = if beta_zero { [0.0; T] } else { (*dst).0 };
-                    let mut out = [0.0f32; T];
-                    for c in 0..T {
-                        out[c] = if beta_zero { p.alpha * acc[r][c] } else { fma(p.beta, old[c], p.alpha * acc[r][c]) };
-                    }
-                    *dst = Float4(out);
-                } else {
-                    for c in 0..T {
-                        if piece.col0 + (c as u32) < p.n {
-                            let d = dst.add(c);
-                            *d = if beta_zero { p.alpha * acc[r][c] } else { fma(p.beta, *d, p.alpha * acc[r][c]) };
-                        }
-                    }
-                }
+            if owner && r as u32 % lanes == team_lane && c_out.owns_row(p, row) {
+                c_out.store4(p, c_out.row(p, row), piece.col0, acc[r]);
             }
         }
         warp_item += stride;
