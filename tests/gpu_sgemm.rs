@@ -283,6 +283,20 @@ fn aligned_interior_tiles_every_variant() {
     assert_all(failures);
 }
 
+/// The k-split tests' cases: each `(m, n, k, batch, offsets)` in every layout and transpose,
+/// with beta ≠ 0 and with beta = 0 (NaN in C), run with each of `choices`.
+fn split_cases(gpu: &Gpu, rng: &mut StdRng, shapes: &[(usize, usize, usize, usize, (usize, usize, usize))], choices: &[Option<SgemmChoice>]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for &(m, n, k, batch, offsets) in shapes {
+        for g in every_layout_and_transpose(m, n, k) {
+            for (alpha, beta) in [(1.25, -0.5), (0.75, 0.0)] {
+                failures.extend(case(gpu, &g.batched(batch).alpha_beta(alpha, beta), rng, offsets, choices));
+            }
+        }
+    }
+    failures
+}
+
 /// K splits over 2, 3, 5 and `MAX_K_SPLITS` blocks of a cluster, for every variant that splits, on
 /// the configs with clusters: k not a multiple of any k-step, slices that end inside a k-step,
 /// splits with more blocks than k-steps (empty slices), edge tiles, batches, beta ≠ 0 and
@@ -305,16 +319,7 @@ fn k_split_every_variant_and_split() {
     } else {
         &[(70, 45, 99, 2, (0, 0, 0)), (33, 130, 20, 1, (1, 2, 3)), (257, 300, 1000, 1, (0, 0, 0)), (136, 264, 520, 2, (0, 0, 0))]
     };
-    let mut failures = Vec::new();
-    for &(m, n, k, batch, offsets) in shapes {
-        for g in every_layout_and_transpose(m, n, k) {
-            for (alpha, beta) in [(1.25, -0.5), (0.75, 0.0)] {
-                let g = g.batched(batch).alpha_beta(alpha, beta);
-                failures.extend(case(&gpu, &g, &mut rng, offsets, &choices));
-            }
-        }
-    }
-    assert_all(failures);
+    assert_all(split_cases(&gpu, &mut rng, shapes, &choices));
 }
 
 /// K splits through a workspace, on every config (every architecture has them), for every
@@ -337,16 +342,7 @@ fn workspace_k_split_every_variant_and_split() {
     } else {
         &[(70, 45, 99, 2, (0, 0, 0)), (33, 130, 2000, 1, (1, 2, 3)), (17, 9, 20_000, 3, (0, 0, 0)), (136, 264, 5200, 1, (0, 0, 0))]
     };
-    let mut failures = Vec::new();
-    for &(m, n, k, batch, offsets) in shapes {
-        for g in every_layout_and_transpose(m, n, k) {
-            for (alpha, beta) in [(1.25, -0.5), (0.75, 0.0)] {
-                let g = g.batched(batch).alpha_beta(alpha, beta);
-                failures.extend(case(&gpu, &g, &mut rng, offsets, &choices));
-            }
-        }
-    }
-    assert_all(failures);
+    assert_all(split_cases(&gpu, &mut rng, shapes, &choices));
 }
 
 /// One workspace serves launches of different plans (more tiles and fewer splits, then fewer
