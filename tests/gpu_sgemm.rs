@@ -390,7 +390,7 @@ fn workspace_reused_across_plans_and_streams() {
     let h = Cukernels::new(&ctx).unwrap();
     let g = Sgemm::new(48, 40, 60_000).alpha_beta(1.0, 1.0);
     assert!(h.sgemm_workspace_bytes(&g, None) > 0, "the dispatcher should split 48 × 40 × 60000 through a workspace");
-    assert!(h.own_sgemm_workspace_bytes() >= h.sgemm_workspace_bytes(&g, None));
+    assert!(h.own_sgemm_workspace_bytes().unwrap() >= h.sgemm_workspace_bytes(&g, None));
     for s in streams.iter().chain(&streams) {
         let x = inputs(&g, &mut rng, (0, 0, 0));
         let (a, b) = (s.clone_htod(&x.a).unwrap(), s.clone_htod(&x.b).unwrap());

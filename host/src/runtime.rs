@@ -44,9 +44,10 @@ struct Inner {
     /// Per family (in [`KernelFamily::ALL`] order): the artifact chosen for it, and its module
     /// once loaded.
     families: Vec<FamilyModule>,
-    /// The workspace of SGEMM's k splits for [`Cukernels::sgemm`] (`None` where the device
-    /// could not spare it: those calls then split k only over clusters, or not at all).
-    own_sgemm_workspace: Option<OwnWorkspace>,
+    /// The workspace of SGEMM's k splits for [`Cukernels::sgemm`], allocated with the SGEMM
+    /// module (`None` inside where the device could not spare it: those calls then split k
+    /// only over clusters, or not at all).
+    own_sgemm_workspace: OnceLock<Option<OwnWorkspace>>,
 }
 
 struct FamilyModule {
@@ -131,10 +132,8 @@ impl Cukernels {
 
     fn with_artifacts(ctx: &Arc<CudaContext>, capability: (u32, u32), chosen: Vec<&'static Artifact>) -> Result<Self> {
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-        let sgemm_row = sgemm_config(chosen[KernelFamily::Sgemm.index()].config);
-        let own_sgemm_workspace = OwnWorkspace::new(ctx, sgemm_row, sm_count).ok();
         let families = chosen.into_iter().map(|artifact| FamilyModule { artifact, loaded: OnceLock::new(), loading: Mutex::new(()) }).collect();
-        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families, own_sgemm_workspace }) })
+        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families, own_sgemm_workspace: OnceLock::new() }) })
     }
 
     /// The CUDA context of this handle.
@@ -161,9 +160,11 @@ impl Cukernels {
     pub fn attention_config(&self) -> &'static AttentionArchConfig {
         attention_config(self.artifact(KernelFamily::Attention).config)
     }
-    /// The workspace this handle owns for SGEMM's k splits.
-    pub(crate) fn own_sgemm_workspace(&self) -> Option<&OwnWorkspace> {
-        self.inner.own_sgemm_workspace.as_ref()
+    /// The workspace this handle owns for SGEMM's k splits; loads the SGEMM module (and so
+    /// allocates the workspace) if it is not loaded yet.
+    pub(crate) fn own_sgemm_workspace(&self) -> Result<Option<&OwnWorkspace>> {
+        self.loaded(KernelFamily::Sgemm)?;
+        Ok(self.inner.own_sgemm_workspace.get().and_then(Option::as_ref))
     }
     /// Streaming multiprocessors of the device.
     pub fn sm_count(&self) -> u32 {
@@ -196,6 +197,12 @@ impl Cukernels {
             return Ok(l);
         }
         let loaded = self.load(slot.artifact)?;
+        if family == KernelFamily::Sgemm {
+            // Allocated here, with the module, rather than in `new`: handles that never run
+            // SGEMM spare the memory, and `preload` (which graph capture needs anyway) makes
+            // it before any capture, where an allocation would break the capture.
+            self.inner.own_sgemm_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, self.sgemm_config(), self.inner.sm_count).ok());
+        }
         let _ = slot.loaded.set(loaded);
         Ok(slot.loaded.get().expect("just set"))
     }

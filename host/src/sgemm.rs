@@ -174,20 +174,26 @@ impl SgemmWorkspace {
 }
 
 /// The workspace a handle owns for its k splits ([`Cukernels::sgemm`]): allocated and zeroed
-/// when the handle is made, so no call allocates. It serves one stream: the first on which a
-/// call splits through it. Calls on other streams plan without it (a split over a cluster, or
-/// none), so two streams never share it, and no event orders them: the launches stay
-/// capturable in a CUDA graph. (A graph that holds such a split must not run concurrently with
-/// that stream's other work, as for any graph that writes memory the stream also uses.)
+/// with the SGEMM module (on its first launch, or by [`Cukernels::preload`]), so no call
+/// allocates and handles that never run SGEMM allocate nothing. It serves one stream: the
+/// first on which a call splits through it. Calls on other streams plan without it (a split
+/// over a cluster, or none), so two streams never share it, and no event orders them: the
+/// launches stay capturable in a CUDA graph. (A graph that holds such a split must not run
+/// concurrently with that stream's other work, as for any graph that writes memory the stream
+/// also uses.)
 pub(crate) struct OwnWorkspace {
     ctx: std::sync::Arc<cudarc::driver::CudaContext>,
     addr: u64,
     bytes: usize,
-    /// The stream it serves (a `CUstream` as an integer), once one has split through it.
-    stream: std::sync::Mutex<Option<usize>>,
+    /// The stream it serves (a `CUstream` as an integer), once one has split through it;
+    /// [`OwnWorkspace::UNBOUND`] before. Set once, by compare-and-swap, so calls never lock.
+    stream: std::sync::atomic::AtomicUsize,
 }
 
 impl OwnWorkspace {
+    /// `stream` before any stream is bound (the null stream is 0, so 0 cannot mean none).
+    const UNBOUND: usize = usize::MAX;
+
     /// Allocates and zeroes [`default_split_workspace_bytes`] (synchronously).
     pub(crate) fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, row: &SgemmArchConfig, sm_count: u32) -> Result<OwnWorkspace> {
         let bytes = default_split_workspace_bytes(row, sm_count);
@@ -195,10 +201,30 @@ impl OwnWorkspace {
         // SAFETY: a plain allocation of `bytes` in the current (this handle's) context, zeroed
         // before anything can use it, and freed once, on drop.
         let addr = unsafe { cudarc::driver::result::malloc_sync(bytes) }?;
-        let workspace = OwnWorkspace { ctx: ctx.clone(), addr, bytes, stream: std::sync::Mutex::new(None) };
+        let workspace = OwnWorkspace { ctx: ctx.clone(), addr, bytes, stream: std::sync::atomic::AtomicUsize::new(Self::UNBOUND) };
         // SAFETY: `addr` holds `bytes` bytes (just allocated).
         unsafe { cudarc::driver::result::memset_d8_sync(addr, 0, bytes) }?;
         Ok(workspace)
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether `stream` may plan with it: no stream is bound yet, or this one is.
+    fn free_for(&self, stream: usize) -> bool {
+        let bound = self.stream.load(std::sync::atomic::Ordering::Acquire);
+        bound == Self::UNBOUND || bound == stream
+    }
+
+    /// Binds it to `stream` for a launch that splits through it; false when another stream
+    /// bound it since [`free_for`](Self::free_for) said it was free.
+    fn bind(&self, stream: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        match self.stream.compare_exchange(Self::UNBOUND, stream, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(bound) => bound == stream,
+        }
     }
 }
 
@@ -231,6 +257,15 @@ pub fn default_split_workspace_bytes(row: &SgemmArchConfig, sm_count: u32) -> us
 fn workspace_need(tile: &SgemmTile, m: usize, n: usize, batch: usize, k_splits: u32) -> (u64, u64) {
     let slots = tile.tile_count(m, n).saturating_mul(batch as u64);
     (slots, slots.saturating_mul(k_splits as u64).saturating_mul(tile.bm as u64 * tile.bn as u64 * 4))
+}
+
+/// The smallest workspace (bytes) for that split: 0 for an empty C.
+fn workspace_bytes_needed(tile: &SgemmTile, m: usize, n: usize, batch: usize, k_splits: u32) -> usize {
+    if m == 0 || n == 0 || batch == 0 {
+        return 0;
+    }
+    let (slots, partial_bytes) = workspace_need(tile, m, n, batch, k_splits);
+    SplitWorkspaceLayout::bytes_for(slots, partial_bytes)
 }
 
 /// Storage order of all three matrices.
@@ -443,17 +478,22 @@ impl Sgemm {
     /// with `choice` (`None`: the dispatcher's pick when any workspace is at hand): 0 unless
     /// that splits k through a workspace.
     pub fn split_workspace_bytes(&self, row: &SgemmArchConfig, sm_count: u32, choice: Option<SgemmChoice>) -> usize {
-        let (cm, cn) = match self.layout {
-            Layout::RowMajor => (self.m, self.n),
-            Layout::ColMajor => (self.n, self.m),
-        };
-        let k = if self.reads_inputs() { self.k } else { 0 };
+        let (cm, cn, k) = self.canonical_shape();
         let c = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, self.batch, row, sm_count, usize::MAX));
-        if !c.uses_workspace() || !SgemmVariant::TILED.contains(&c.variant) || cm == 0 || cn == 0 || self.batch == 0 {
+        if !c.uses_workspace() || !SgemmVariant::TILED.contains(&c.variant) {
             return 0;
         }
-        let (slots, partial_bytes) = workspace_need(&row.tile(c.variant), cm, cn, self.batch, c.k_splits);
-        SplitWorkspaceLayout::bytes_for(slots, partial_bytes)
+        workspace_bytes_needed(&row.tile(c.variant), cm, cn, self.batch, c.k_splits)
+    }
+
+    /// The canonical problem's (m, n, k), which the kernels run: C row-major (a column-major C
+    /// is the row-major Cᵀ, so m and n swap), and no k where nothing is read (C = beta·C).
+    fn canonical_shape(&self) -> (usize, usize, usize) {
+        let k = if self.reads_inputs() { self.k } else { 0 };
+        match self.layout {
+            Layout::RowMajor => (self.m, self.n, k),
+            Layout::ColMajor => (self.n, self.m, k),
+        }
     }
 
     /// Validates the problem against the buffers (device addresses and lengths in elements) and
@@ -535,18 +575,12 @@ impl Sgemm {
         }
         let a_op = Operand { addr: buffers.a_addr, strides: opa, batch_stride: g.stride_a };
         let b_op = Operand { addr: buffers.b_addr, strides: opb, batch_stride: g.stride_b };
-        let (cm, cn, left, right) = match g.layout {
-            Layout::RowMajor => (g.m, g.n, a_op, b_op),
+        let (cm, cn, k) = g.canonical_shape();
+        let (left, right) = match g.layout {
+            Layout::RowMajor => (a_op, b_op),
             // Cᵀ = op(B)ᵀ op(A)ᵀ: transposing an operand swaps its strides.
-            Layout::ColMajor => (
-                g.n,
-                g.m,
-                Operand { strides: (opb.1, opb.0), ..b_op },
-                Operand { strides: (opa.1, opa.0), ..a_op },
-            ),
+            Layout::ColMajor => (Operand { strides: (opb.1, opb.0), ..b_op }, Operand { strides: (opa.1, opa.0), ..a_op }),
         };
-        // The k the kernels run: none when nothing is read (C = beta·C).
-        let k = if reads_inputs { g.k } else { 0 };
         let workspace = SplitWorkspaceLayout::of(buffers.workspace_bytes);
         let chosen = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, g.batch, row, sm_count, buffers.workspace_bytes));
         let SgemmChoice { variant, k_splits, reduction } = chosen;
@@ -620,7 +654,7 @@ impl Sgemm {
         let (split_partials, split_counters) = if through_workspace && !(cm == 0 || cn == 0 || g.batch == 0) {
             let (slots, partial_bytes) = workspace_need(&row.tile(variant), cm, cn, g.batch, k_splits);
             if !workspace.fits(slots, partial_bytes) {
-                let required = SplitWorkspaceLayout::bytes_for(slots, partial_bytes);
+                let required = workspace_bytes_needed(&row.tile(variant), cm, cn, g.batch, k_splits);
                 return Err(Error::BufferTooSmall { name: "workspace", len: buffers.workspace_bytes, required });
             }
             let w = (buffers.workspace_addr, buffers.workspace_addr.saturating_add(buffers.workspace_bytes as u64));
@@ -737,7 +771,10 @@ pub struct SgemmBuffers {
     pub c_len: usize,
     /// A workspace as [`Cukernels::sgemm_workspace`] makes one: 256-byte aligned, zeroed when
     /// allocated, and written by nothing but SGEMM launches since (its counters return to zero
-    /// after each launch).
+    /// after each launch). Pass the same memory with the same `workspace_bytes` every time:
+    /// where its counters end and its partial tiles begin follows from its size
+    /// ([`SplitWorkspaceLayout::of`]), so a launch told another size would take earlier
+    /// partial tiles for counters.
     pub workspace_addr: u64,
     pub workspace_bytes: usize,
 }
@@ -1041,21 +1078,21 @@ impl Cukernels {
     }
 
     /// Plans `desc` on `buffers` and launches it on `stream`. Without a workspace in
-    /// `buffers`, the handle's own serves, if it is free for this stream ([`OwnWorkspace`]);
-    /// its lock is held from the plan to the launch, so no other stream takes it between.
+    /// `buffers`, the handle's own serves, if it is free for this stream ([`OwnWorkspace`]).
+    /// Nothing locks: a plan that splits through it binds it to the stream by compare-and-swap,
+    /// and in the rare race where another stream bound it first, the call plans again
+    /// without it.
     fn plan_and_launch(&self, stream: CUstream, desc: &Sgemm, buffers: &SgemmBuffers, choice: Option<SgemmChoice>) -> Result<()> {
-        let own = self.own_sgemm_workspace().filter(|_| buffers.workspace_bytes == 0);
-        let Some(own) = own else {
-            let plan = desc.plan(buffers, self.sgemm_config(), self.sm_count(), choice)?;
-            return self.launch_sgemm(stream, &plan);
-        };
-        let mut served = own.stream.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let free = served.is_none_or(|s| s == stream as usize);
-        let buffers = if free { SgemmBuffers { workspace_addr: own.addr, workspace_bytes: own.bytes, ..*buffers } } else { *buffers };
-        let plan = desc.plan(&buffers, self.sgemm_config(), self.sm_count(), choice)?;
-        if plan.uses_workspace() {
-            *served = Some(stream as usize);
+        let stream_id = stream as usize;
+        let own = if buffers.workspace_bytes == 0 { self.own_sgemm_workspace()?.filter(|w| w.free_for(stream_id)) } else { None };
+        if let Some(own) = own {
+            let with_own = SgemmBuffers { workspace_addr: own.addr, workspace_bytes: own.bytes, ..*buffers };
+            let plan = desc.plan(&with_own, self.sgemm_config(), self.sm_count(), choice)?;
+            if !plan.uses_workspace() || own.bind(stream_id) {
+                return self.launch_sgemm(stream, &plan);
+            }
         }
+        let plan = desc.plan(buffers, self.sgemm_config(), self.sm_count(), choice)?;
         self.launch_sgemm(stream, &plan)
     }
 
@@ -1078,8 +1115,8 @@ impl Cukernels {
     /// The size of the k-split workspace this handle owns and uses for
     /// [`sgemm`](Self::sgemm) and [`sgemm_with`](Self::sgemm_with)
     /// ([`default_split_workspace_bytes`]; 0 where it could not be allocated).
-    pub fn own_sgemm_workspace_bytes(&self) -> usize {
-        self.own_sgemm_workspace().map_or(0, |w| w.bytes)
+    pub fn own_sgemm_workspace_bytes(&self) -> Result<usize> {
+        Ok(self.own_sgemm_workspace()?.map_or(0, |w| w.bytes()))
     }
 
     /// As [`sgemm_with`](Self::sgemm_with), for frameworks that hold raw CUDA handles (burn and
