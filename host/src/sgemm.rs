@@ -846,6 +846,17 @@ pub const TINY_SHORT_K_MAX_TILE_USE: f64 = 0.8;
 /// 7 were 1.11-1.42× slower.
 pub const TINY_MAX_TILE_USE: f64 = 0.25;
 
+/// The block tiles the cost model weighs at a short k (`k ≤ TINY_SHORT_K`, where `tiny` did not
+/// take the problem): one k-step leaves a block little but writing its C tile, which the
+/// 64 × 64 tiles do with more blocks per SM than `large` and `huge`, and in wider runs than
+/// `skinny`'s 16 rows. The cost model counts a block's fixed cost in k-steps of its own tile,
+/// which at one k-step undercounts the big tiles'. Same sweep (fitted, so in-sample): of its
+/// 13 shapes with k ≤ 16 that reached the cost model, `small` or `medium` was the fastest tile
+/// in 11 (the other two: `skinny` 6% and `large` 2% faster), and the model had chosen `huge`
+/// for four of them, 1.34-1.44x slower than `small` (12 × (1929 × 7585 × 2): 0.98 ms against
+/// 0.68).
+pub const SHORT_K_TILES: [SgemmVariant; 2] = [SgemmVariant::Small, SgemmVariant::Medium];
+
 /// The fraction of a block tile's elements that lie inside an `m × n` C, for the tile kernels
 /// shaped for small problems (`small` and `skinny`), the better of the two.
 pub fn best_tile_use(m: usize, n: usize, row: &SgemmArchConfig) -> f64 {
@@ -996,7 +1007,8 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArch
     }
     let sms = sm_count.max(1) as f64;
     let mut best = (f64::INFINITY, SgemmChoice::from(SgemmVariant::Large));
-    for c in kernel_candidates(m, n, k, batch, row, sm_count, workspace_bytes) {
+    let weighed = kernel_candidates(m, n, k, batch, row, sm_count, workspace_bytes).into_iter().filter(|c| k > TINY_SHORT_K || SHORT_K_TILES.contains(&c.variant));
+    for c in weighed {
         let t = row.tile(c.variant);
         let splits = c.k_splits as f64;
         let blocks = t.tile_count(m, n) as f64 * batch.max(1) as f64 * splits;
