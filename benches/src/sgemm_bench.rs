@@ -167,7 +167,11 @@ pub const RANDOM_MAX_BYTES: f64 = 1_073_741_824.0;
 /// is not.
 pub fn random_sweep() -> Vec<Shape> {
     // splitmix64: a fixed, portable stream (the shapes must be the same on every machine).
-    let mut state = std::env::var("CUKERNELS_SWEEP_SEED").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0x5EED_0F_5EED_u64);
+    let mut state = match std::env::var("CUKERNELS_SWEEP_SEED") {
+        // A typo must not quietly give the default (in-sample) shapes.
+        Ok(seed) => seed.parse::<u64>().unwrap_or_else(|_| panic!("CUKERNELS_SWEEP_SEED={seed:?} is not a u64")),
+        Err(_) => 0x5EED_0F_5EED_u64,
+    };
     let mut next = move || {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = state;

@@ -175,8 +175,9 @@ impl Cukernels {
         self.inner.families[family.index()].loaded.get().is_some()
     }
 
-    /// Loads every family's module now rather than at its first launch. Call it before
-    /// capturing launches into a CUDA graph or before timing, so neither includes the load.
+    /// Loads every family's module now rather than at its first launch (and allocates the
+    /// SGEMM k-split workspace with SGEMM's). Call it before capturing launches into a CUDA
+    /// graph or before timing, so neither includes the load or the allocation.
     pub fn preload(&self) -> Result<()> {
         KernelFamily::ALL.iter().try_for_each(|&f| self.preload_family(f))
     }

@@ -32,12 +32,13 @@
 //!   after every launch.
 //!
 //! Where the workspace comes from: [`Cukernels::sgemm`] and [`Cukernels::sgemm_with`] use one
-//! the handle owns (allocated and zeroed when it is made, [`default_split_workspace_bytes`]:
-//! enough for every split the dispatcher considers), for the first stream that splits through
-//! it; calls on other streams plan without it. [`Cukernels::sgemm_in`] takes the caller's
+//! the handle owns (allocated and zeroed with the SGEMM module, on the first SGEMM call or by
+//! [`Cukernels::preload`]; [`default_split_workspace_bytes`]: enough for every split the
+//! dispatcher considers), for the first stream that splits through it; calls on other streams
+//! plan without it. [`Cukernels::sgemm_in`] takes the caller's
 //! ([`Cukernels::sgemm_workspace`]; [`Cukernels::sgemm_workspace_bytes`] gives the size a call
 //! needs), and the raw entry point takes one in [`SgemmBuffers`]. Nothing is allocated per
-//! call, so every call can be captured in a CUDA graph.
+//! call after the first, so every call after `preload` can be captured in a CUDA graph.
 
 use crate::error::{Error, Result};
 use crate::runtime::{launch, Cukernels, LaunchAttribute};
@@ -194,7 +195,9 @@ impl OwnWorkspace {
     /// `stream` before any stream is bound (the null stream is 0, so 0 cannot mean none).
     const UNBOUND: usize = usize::MAX;
 
-    /// Allocates and zeroes [`default_split_workspace_bytes`] (synchronously).
+    /// Allocates and zeroes [`default_split_workspace_bytes`], and waits for the zeroing: a
+    /// memset of device memory may return before it is done, and it runs on the legacy default
+    /// stream, which cudarc's non-blocking streams do not wait for.
     pub(crate) fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, row: &SgemmArchConfig, sm_count: u32) -> Result<OwnWorkspace> {
         let bytes = default_split_workspace_bytes(row, sm_count);
         ctx.bind_to_thread()?;
@@ -204,6 +207,7 @@ impl OwnWorkspace {
         let workspace = OwnWorkspace { ctx: ctx.clone(), addr, bytes, stream: std::sync::atomic::AtomicUsize::new(Self::UNBOUND) };
         // SAFETY: `addr` holds `bytes` bytes (just allocated).
         unsafe { cudarc::driver::result::memset_d8_sync(addr, 0, bytes) }?;
+        ctx.synchronize()?;
         Ok(workspace)
     }
 
@@ -848,13 +852,14 @@ pub const TINY_MAX_TILE_USE: f64 = 0.25;
 
 /// The block tiles the cost model weighs at a short k (`k ≤ TINY_SHORT_K`, where `tiny` did not
 /// take the problem): one k-step leaves a block little but writing its C tile, which the
-/// 64 × 64 tiles do with more blocks per SM than `large` and `huge`, and in wider runs than
-/// `skinny`'s 16 rows. The cost model counts a block's fixed cost in k-steps of its own tile,
+/// tiles made for small problems do with more blocks per SM than `large` and `huge`, and in
+/// wider runs than `skinny`'s 16 rows. The cost model counts a block's fixed cost in k-steps of its own tile,
 /// which at one k-step undercounts the big tiles'. Same sweep (fitted, so in-sample): of its
 /// 13 shapes with k ≤ 16 that reached the cost model, `small` or `medium` was the fastest tile
 /// in 11 (the other two: `skinny` 6% and `large` 2% faster), and the model had chosen `huge`
 /// for four of them, 1.34-1.44x slower than `small` (12 × (1929 × 7585 × 2): 0.98 ms against
-/// 0.68).
+/// 0.68). Checked out of sample on another seed (benches/results/NOTES.md, "Short k"). Measured
+/// on the H200 only; it applies to every architecture's row.
 pub const SHORT_K_TILES: [SgemmVariant; 2] = [SgemmVariant::Small, SgemmVariant::Medium];
 
 /// The fraction of a block tile's elements that lie inside an `m × n` C, for the tile kernels
@@ -984,7 +989,7 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// and a k too short for `gemv`) and, with a short k ([`TINY_SHORT_K`]), those they would
 /// not fill well ([`TINY_SHORT_K_MAX_TILE_USE`]).
 /// Otherwise every
-/// candidate ([`kernel_candidates`]) gets an estimated time from a wave model of its grid:
+/// candidate ([`kernel_candidates`]; at a short k only [`SHORT_K_TILES`]) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
 /// grid has fewer blocks per SM), the grid runs in `waves = ceil(blocks / (SMs × resident))`,
 /// and a wave costs the work of the SM's `resident` blocks (`bm × bn × k` of its slice, plus
@@ -1095,8 +1100,20 @@ impl Cukernels {
     /// and in the rare race where another stream bound it first, the call plans again
     /// without it.
     fn plan_and_launch(&self, stream: CUstream, desc: &Sgemm, buffers: &SgemmBuffers, choice: Option<SgemmChoice>) -> Result<()> {
+        // The problem is validated first, without the workspace, so that a bad argument is
+        // reported as such (and an empty problem returns) before the module loads.
+        let plan = desc.plan(buffers, self.sgemm_config(), self.sm_count(), choice);
+        if buffers.workspace_bytes != 0 || plan.as_ref().is_ok_and(|p| p.empty) {
+            return self.launch_sgemm(stream, &plan?);
+        }
+        // A forced workspace split fails that plan (no workspace yet): only other errors stand.
+        if let Err(e) = &plan {
+            if !matches!(e, Error::BufferTooSmall { name: "workspace", .. }) {
+                return plan.map(|_| ());
+            }
+        }
         let stream_id = stream as usize;
-        let own = if buffers.workspace_bytes == 0 { self.own_sgemm_workspace()?.filter(|w| w.free_for(stream_id)) } else { None };
+        let own = self.own_sgemm_workspace()?.filter(|w| w.free_for(stream_id));
         if let Some(own) = own {
             let with_own = SgemmBuffers { workspace_addr: own.addr, workspace_bytes: own.bytes, ..*buffers };
             let plan = desc.plan(&with_own, self.sgemm_config(), self.sm_count(), choice)?;
@@ -1104,8 +1121,7 @@ impl Cukernels {
                 return self.launch_sgemm(stream, &plan);
             }
         }
-        let plan = desc.plan(buffers, self.sgemm_config(), self.sm_count(), choice)?;
-        self.launch_sgemm(stream, &plan)
+        self.launch_sgemm(stream, &plan?)
     }
 
     /// A workspace for k splits of `bytes` bytes, zeroed (on `stream`), for
