@@ -403,6 +403,51 @@ fn workspace_reused_across_plans_and_streams() {
     }
 }
 
+/// The handle's own workspace under threads that race for it: four threads share one fresh
+/// handle, each with its own stream, and all queue long-k products that the dispatcher would
+/// split through the workspace, with no synchronization between them until the end. Exactly
+/// one stream may win it (the others plan without it), and every result must be right.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn own_workspace_raced_by_threads_on_their_own_streams() {
+    let ctx = device_context(0).unwrap();
+    let h = Cukernels::new(&ctx).unwrap();
+    let g = Sgemm::new(48, 40, 60_000).alpha_beta(1.0, 1.0);
+    assert!(h.sgemm_workspace_bytes(&g, None) > 0, "the dispatcher should split 48 × 40 × 60000 through a workspace");
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 6;
+    let start = std::sync::Barrier::new(THREADS);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (h, ctx, start) = (&h, &ctx, &start);
+                scope.spawn(move || {
+                    let mut rng = rng(&format!("own_workspace_race_{t}"));
+                    let s = ctx.new_stream().unwrap();
+                    let cases: Vec<_> = (0..ROUNDS).map(|_| inputs(&g, &mut rng, (0, 0, 0))).collect();
+                    let mut queued = Vec::new();
+                    start.wait();
+                    for x in &cases {
+                        let (a, b) = (s.clone_htod(&x.a).unwrap(), s.clone_htod(&x.b).unwrap());
+                        let mut c = s.clone_htod(&x.c).unwrap();
+                        h.sgemm(&s, &g, &a, &b, &mut c).unwrap();
+                        queued.push(c);
+                    }
+                    for (round, (x, c)) in cases.iter().zip(&queued).enumerate() {
+                        let out = s.clone_dtoh(c).unwrap();
+                        if let Err(e) = expected(&g, x, &mut rng).check(&g, &x.c, &out) {
+                            panic!("thread {t}, round {round}:\n{e}");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().expect("a racing thread failed");
+        }
+    });
+}
+
 /// A k-split result does not depend on timing: the cluster adds the partial tiles in a fixed
 /// order, so two runs give the same bits.
 #[test]

@@ -5,7 +5,7 @@ use crate::artifacts::ArtifactKind;
 use cukernels_gpu::{Arch, KernelFamily};
 
 /// Everything that can go wrong in cukernels. New variants may be added in minor releases.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// No CUDA driver library could be loaded on this machine.

@@ -45,9 +45,10 @@ struct Inner {
     /// once loaded.
     families: Vec<FamilyModule>,
     /// The workspace of SGEMM's k splits for [`Cukernels::sgemm`], allocated with the SGEMM
-    /// module (`None` inside where the device could not spare it: those calls then split k
-    /// only over clusters, or not at all).
-    own_sgemm_workspace: OnceLock<Option<OwnWorkspace>>,
+    /// module, or the error its allocation met (the device could not spare it: those calls
+    /// then split k only over clusters, or not at all, and
+    /// [`own_sgemm_workspace_bytes`](Cukernels::own_sgemm_workspace_bytes) reports the error).
+    own_sgemm_workspace: OnceLock<Result<OwnWorkspace>>,
 }
 
 struct FamilyModule {
@@ -162,9 +163,10 @@ impl Cukernels {
     }
     /// The workspace this handle owns for SGEMM's k splits; loads the SGEMM module (and so
     /// allocates the workspace) if it is not loaded yet.
-    pub(crate) fn own_sgemm_workspace(&self) -> Result<Option<&OwnWorkspace>> {
+    /// `Err` inside: the workspace could not be allocated.
+    pub(crate) fn own_sgemm_workspace(&self) -> Result<&Result<OwnWorkspace>> {
         self.loaded(KernelFamily::Sgemm)?;
-        Ok(self.inner.own_sgemm_workspace.get().and_then(Option::as_ref))
+        Ok(self.inner.own_sgemm_workspace.get().expect("allocated (or failed) with the SGEMM module"))
     }
     /// Streaming multiprocessors of the device.
     pub fn sm_count(&self) -> u32 {
@@ -202,7 +204,7 @@ impl Cukernels {
             // Allocated here, with the module, rather than in `new`: handles that never run
             // SGEMM spare the memory, and `preload` (which graph capture needs anyway) makes
             // it before any capture, where an allocation would break the capture.
-            self.inner.own_sgemm_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, self.sgemm_config(), self.inner.sm_count).ok());
+            self.inner.own_sgemm_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, self.sgemm_config(), self.inner.sm_count));
         }
         let _ = slot.loaded.set(loaded);
         Ok(slot.loaded.get().expect("just set"))

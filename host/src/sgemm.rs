@@ -181,7 +181,11 @@ impl SgemmWorkspace {
 /// over a cluster, or none), so two streams never share it, and no event orders them: the
 /// launches stay capturable in a CUDA graph. (A graph that holds such a split must not run
 /// concurrently with that stream's other work, as for any graph that writes memory the stream
-/// also uses.)
+/// also uses.) Streams are told apart by their handle value: the per-thread default stream
+/// (one value, a stream per thread) never owns it. A new stream that reuses a destroyed
+/// stream's handle value inherits the workspace; were the old stream's last split still
+/// running (CUDA finishes a destroyed stream's work without waiting for it), the two would
+/// overlap, so a stream that ran SGEMM should be synchronized before it is destroyed.
 pub(crate) struct OwnWorkspace {
     ctx: std::sync::Arc<cudarc::driver::CudaContext>,
     addr: u64,
@@ -190,6 +194,10 @@ pub(crate) struct OwnWorkspace {
     /// [`OwnWorkspace::UNBOUND`] before. Set once, by compare-and-swap, so calls never lock.
     stream: std::sync::atomic::AtomicUsize,
 }
+
+/// `CU_STREAM_PER_THREAD` (`cuda.h` defines it as the handle value 2): each thread's own default
+/// stream, so the value names a different stream in every thread.
+const PER_THREAD_DEFAULT_STREAM: usize = 0x2;
 
 impl OwnWorkspace {
     /// `stream` before any stream is bound (the null stream is 0, so 0 cannot mean none).
@@ -1100,28 +1108,35 @@ impl Cukernels {
     /// and in the rare race where another stream bound it first, the call plans again
     /// without it.
     fn plan_and_launch(&self, stream: CUstream, desc: &Sgemm, buffers: &SgemmBuffers, choice: Option<SgemmChoice>) -> Result<()> {
-        // The problem is validated first, without the workspace, so that a bad argument is
-        // reported as such (and an empty problem returns) before the module loads.
-        let plan = desc.plan(buffers, self.sgemm_config(), self.sm_count(), choice);
-        if buffers.workspace_bytes != 0 || plan.as_ref().is_ok_and(|p| p.empty) {
-            return self.launch_sgemm(stream, &plan?);
+        let plan_with = |b: &SgemmBuffers| desc.plan(b, self.sgemm_config(), self.sm_count(), choice);
+        if buffers.workspace_bytes != 0 {
+            return self.launch_sgemm(stream, &plan_with(buffers)?);
         }
-        // A forced workspace split fails that plan (no workspace yet): only other errors stand.
-        if let Err(e) = &plan {
-            if !matches!(e, Error::BufferTooSmall { name: "workspace", .. }) {
-                return plan.map(|_| ());
+        // Until the module (and the own workspace with it) is loaded, the problem is first
+        // validated without the workspace, so that a bad argument is reported as such, and an
+        // empty problem returns, before anything loads. A forced workspace split fails that
+        // plan for want of a workspace: only other errors stand. Once loaded, a call plans once.
+        if !self.is_loaded(cukernels_gpu::KernelFamily::Sgemm) {
+            match plan_with(buffers) {
+                Ok(p) if p.empty => return Ok(()),
+                Err(e) if !matches!(e, Error::BufferTooSmall { name: "workspace", .. }) => return Err(e),
+                _ => {}
             }
         }
         let stream_id = stream as usize;
-        let own = self.own_sgemm_workspace()?.filter(|w| w.free_for(stream_id));
-        if let Some(own) = own {
-            let with_own = SgemmBuffers { workspace_addr: own.addr, workspace_bytes: own.bytes, ..*buffers };
-            let plan = desc.plan(&with_own, self.sgemm_config(), self.sm_count(), choice)?;
-            if !plan.uses_workspace() || own.bind(stream_id) {
-                return self.launch_sgemm(stream, &plan);
+        if let Ok(own) = self.own_sgemm_workspace()? {
+            // The per-thread default stream is one handle value for as many streams as there
+            // are threads: it cannot own the workspace (it plans without it, as another stream).
+            if stream_id != PER_THREAD_DEFAULT_STREAM && own.free_for(stream_id) {
+                let with_own = SgemmBuffers { workspace_addr: own.addr, workspace_bytes: own.bytes, ..*buffers };
+                let plan = plan_with(&with_own)?;
+                if !plan.uses_workspace() || own.bind(stream_id) {
+                    return self.launch_sgemm(stream, &plan);
+                }
             }
         }
-        self.launch_sgemm(stream, &plan?)
+        // Another stream holds the own workspace (or it could not be allocated): plan without.
+        self.launch_sgemm(stream, &plan_with(buffers)?)
     }
 
     /// A workspace for k splits of `bytes` bytes, zeroed (on `stream`), for
@@ -1142,9 +1157,11 @@ impl Cukernels {
 
     /// The size of the k-split workspace this handle owns and uses for
     /// [`sgemm`](Self::sgemm) and [`sgemm_with`](Self::sgemm_with)
-    /// ([`default_split_workspace_bytes`]; 0 where it could not be allocated).
+    /// ([`default_split_workspace_bytes`]), allocated with the SGEMM module. `Err`: the module
+    /// could not load, or the workspace could not be allocated (that error, kept from the
+    /// load); SGEMM then still runs, splitting k only over clusters or not at all.
     pub fn own_sgemm_workspace_bytes(&self) -> Result<usize> {
-        Ok(self.own_sgemm_workspace()?.map_or(0, |w| w.bytes()))
+        self.own_sgemm_workspace()?.as_ref().map(|w| w.bytes()).map_err(Clone::clone)
     }
 
     /// As [`sgemm_with`](Self::sgemm_with), for frameworks that hold raw CUDA handles (burn and
