@@ -20,6 +20,11 @@ fn every_architecture_has_fitting_prefill_and_decode_tiles_for_every_head_size()
             let d = row.decode_tile(head);
             d.check(row.arch, head).unwrap();
             assert_eq!((d.rows(), head.dv() % (16 * d.dv_split)), (16, 0), "{} head {}", row.arch, head.name());
+            // A key split: each warp's keys are whole k-steps of P·V, and the end-of-block
+            // merge of its warps fits the shared memory the launch asks for.
+            assert_eq!(d.keys_per_warp() % 16, 0, "{} head {}", row.arch, head.name());
+            assert!(d.key_merge_bytes(head) <= d.smem_bytes(head));
+            assert_eq!(d.key_merge_bytes(head) == 0, d.key_split == 1);
             for dtype in AttentionDtype::ALL {
                 for decode in [false, true] {
                     assert!(ATTENTION_KERNELS.iter().any(|k| k.head == Some(head) && k.dtype == dtype && k.decode == decode));
@@ -38,6 +43,14 @@ fn every_architecture_has_fitting_prefill_and_decode_tiles_for_every_head_size()
     assert_eq!(matrix_path(Arch::Sm75, AttentionDtype::Bf16), MatrixPath::Simt);
     assert_eq!(matrix_path(Arch::Sm75, AttentionDtype::F16), MatrixPath::Mma1688Pair);
     assert_eq!(matrix_path(Arch::Sm80, AttentionDtype::Bf16), MatrixPath::Mma16816);
+    // The sm_90 decode tiles of heads 128 and 256 split their keys over the warps (no warp
+    // repeats another's `Q·Kᵀ`); a split that leaves a warp less than a k-step is refused.
+    for head in [AttentionHead::D128, AttentionHead::D256] {
+        assert!(attention_config(Arch::Sm90).decode_tile(head).key_split > 1, "head {}", head.name());
+    }
+    let mut d = attention_config(Arch::Sm90).decode_tile(AttentionHead::D128);
+    d.key_split = 8;
+    assert!(d.check(Arch::Sm90, AttentionHead::D128).is_err(), "64-key tiles over 8 key groups: 8 keys per warp");
     // A tile that does not fit is refused.
     let mut t = attention_config(Arch::Sm90).tile(AttentionHead::D256);
     t.bk = 128;

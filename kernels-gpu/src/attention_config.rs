@@ -9,11 +9,14 @@
 //! - **Rows**: a block owns `rows()` query rows. A *row* is one (query position, query head)
 //!   pair; when query heads that share a KV head are packed together (decode), consecutive rows
 //!   are the heads of one position.
-//! - **Warps**: `row_warps × dv_split` warps. Warp `w` owns the rows
+//! - **Warps**: `row_warps × dv_split × key_split` warps. Warp `w` owns the rows
 //!   `(w % row_warps)·16·m_tiles ..` (each a set of `m_tiles` matrix-instruction tiles of 16
-//!   rows) and the output columns `(w / row_warps)·D_v/dv_split ..`. A `dv_split` above 1 keeps
+//!   rows), the output columns `((w / row_warps) % dv_split)·D_v/dv_split ..` and the keys
+//!   `(w / (row_warps·dv_split))·bk/key_split ..` of every key tile. A `dv_split` above 1 keeps
 //!   the output accumulators of large `D_v` (512) inside the register file, at the price of
-//!   each warp of a row group computing the same scores.
+//!   each warp of a row group computing the same scores. A `key_split` above 1 (decode) gives
+//!   each warp its own keys, softmax state and output: no score is computed twice, and the
+//!   warps' results are merged once, at the end of the block.
 //! - **Key tile** `bk`: keys staged in shared memory per step of the main loop.
 //! - **Stages**: key/value tiles in flight (`cp.async`, sm_80+); 1 on sm_70/sm_75, which copy
 //!   through registers.
@@ -180,6 +183,8 @@ pub struct AttentionTile {
     pub row_warps: u32,
     /// Warps along the output columns (see the module docs).
     pub dv_split: u32,
+    /// Warps along the keys of each tile (see the module docs).
+    pub key_split: u32,
     /// Keys per tile.
     pub bk: u32,
     /// Key/value tiles in shared memory (cp.async pipeline depth).
@@ -196,22 +201,40 @@ impl AttentionTile {
         16 * self.m_tiles * self.row_warps
     }
     pub const fn warps(&self) -> u32 {
-        self.row_warps * self.dv_split
+        self.row_warps * self.dv_split * self.key_split
+    }
+    /// Keys of each tile that one warp takes.
+    pub const fn keys_per_warp(&self) -> u32 {
+        self.bk / self.key_split
     }
     pub const fn threads(&self) -> u32 {
         32 * self.warps()
     }
     /// Dynamic shared memory, bytes: Q (`rows × (D_k + pad)`) and `stages` tiles of K
-    /// (`bk × (D_k + pad)`) and V (`bk × (D_v + pad)`), 2-byte elements.
+    /// (`bk × (D_k + pad)`) and V (`bk × (D_v + pad)`), 2-byte elements; at least the end of
+    /// block merge of a key split, which reuses it ([`key_merge_bytes`](Self::key_merge_bytes)).
     pub const fn smem_bytes(&self, head: AttentionHead) -> u32 {
         let k_row = head.dk() + ATTENTION_SMEM_PAD;
         let v_row = head.dv() + ATTENTION_SMEM_PAD;
-        2 * (self.rows() * k_row + self.stages * self.bk * (k_row + v_row))
+        let pipeline = 2 * (self.rows() * k_row + self.stages * self.bk * (k_row + v_row));
+        let merge = self.key_merge_bytes(head);
+        if merge > pipeline {
+            merge
+        } else {
+            pipeline
+        }
+    }
+    /// Shared memory of the merge of a key split: every warp but those of the first key
+    /// group leaves its output accumulators and its rows' running maximum and denominator
+    /// (two each per 16-row tile), f32, one per lane.
+    pub const fn key_merge_bytes(&self, head: AttentionHead) -> u32 {
+        let per_lane = self.m_tiles * (head.dv() / self.dv_split / 8 * 4 + 4);
+        4 * 32 * per_lane * self.row_warps * self.dv_split * (self.key_split - 1)
     }
     /// f32 accumulator registers per thread: output, scores, and query fragments if held.
     pub const fn accumulator_registers(&self, head: AttentionHead) -> u32 {
         let output = self.m_tiles * (head.dv() / self.dv_split / 8) * 4;
-        let scores = self.m_tiles * (self.bk / 8) * 4;
+        let scores = self.m_tiles * (self.keys_per_warp() / 8) * 4;
         let query = if self.q_in_registers { self.m_tiles * (head.dk() / 16) * 4 } else { 0 };
         output + scores + query
     }
@@ -219,11 +242,11 @@ impl AttentionTile {
     /// Checks the tile against `arch`'s limits and the kernel's shape rules.
     pub const fn check(&self, arch: Arch, head: AttentionHead) -> Result<(), &'static str> {
         let l = arch.limits();
-        if self.m_tiles == 0 || self.row_warps == 0 || self.dv_split == 0 || self.bk == 0 || self.stages == 0 {
+        if self.m_tiles == 0 || self.row_warps == 0 || self.dv_split == 0 || self.key_split == 0 || self.bk == 0 || self.stages == 0 {
             return Err("attention tile: every field must be positive");
         }
-        if self.bk % 16 != 0 {
-            return Err("attention tile: bk must be a multiple of 16 (one k-step of P·V)");
+        if self.bk % (16 * self.key_split) != 0 {
+            return Err("attention tile: each warp's keys of a tile (bk / key_split) must be a multiple of 16 (one k-step of P·V)");
         }
         if (head.dv() / self.dv_split) % 16 != 0 || head.dv() % self.dv_split != 0 {
             return Err("attention tile: each warp's share of D_v must be a multiple of 16 (ldmatrix pairs)");
@@ -266,77 +289,98 @@ impl AttentionArchConfig {
 }
 
 const fn tile(m_tiles: u32, row_warps: u32, dv_split: u32, bk: u32, stages: u32, q_in_registers: bool, blocks_per_sm: u32) -> AttentionTile {
-    AttentionTile { m_tiles, row_warps, dv_split, bk, stages, q_in_registers, blocks_per_sm }
+    AttentionTile { m_tiles, row_warps, dv_split, key_split: 1, bk, stages, q_in_registers, blocks_per_sm }
 }
 
 /// A decode tile: one 16-row matrix tile (the packed query heads of a KV head at a few
 /// positions: decode launches take it when all of a problem's rows fit in 16), its `D_v`
 /// columns spread over `dv_split` warps. Every warp computes the tile's scores itself, the same
-/// ones: decode is bound by reading K and V, and the repeated `Q·Kᵀ` costs less than the prefill
-/// tile's warps left idle with 4 rows in 128. Small blocks, several per SM, keep more key tiles
-/// in flight per SM, and the split rule fills the GPU with them.
+/// ones (where [`decode_keys`] cannot split the keys instead): the repeated `Q·Kᵀ` costs less
+/// than the prefill tile's warps left idle with 4 rows in 128. Small blocks, several per SM,
+/// keep more key tiles in flight per SM, and the split rule fills the GPU with them.
 const fn decode(dv_split: u32, bk: u32, stages: u32, q_in_registers: bool, blocks_per_sm: u32) -> AttentionTile {
     tile(1, 1, dv_split, bk, stages, q_in_registers, blocks_per_sm)
 }
 
+/// A decode tile whose warps split each key tile: `key_split` groups of `dv_split` warps, each
+/// group with its own `bk / key_split` keys of every tile and its own softmax state, merged at
+/// the end of the block. No warp repeats another's `Q·Kᵀ`, which is what bounds the
+/// one-score-tile-per-warp decode above (each warp latency-bound on a chain of `D_k/16`
+/// dependent `mma`s per score fragment: benches/results/NOTES.md, "Decode: profiled").
+const fn decode_keys(dv_split: u32, key_split: u32, bk: u32, stages: u32, q_in_registers: bool, blocks_per_sm: u32) -> AttentionTile {
+    AttentionTile { key_split, ..tile(1, 1, dv_split, bk, stages, q_in_registers, blocks_per_sm) }
+}
+
+
 /// Decode on sm_90 and sm_100: 64-key tiles up to head 128 and 32 from head 192 on, 3 stages
 /// (two tiles in flight behind the computed one), 2-3 blocks per SM; Q in registers (16 rows
 /// hold few) except at 576/512 and at heads 80 to 112, whose 5 to 7 warps per block leave fewer
-/// registers per thread. `dv_split` gives each warp 16 columns at heads 64 to 112 (4 to 7
-/// warps), 32 to 64 columns above. Head 256 is designed for one block per SM (the split rule
-/// fills one wave of them): in the H200's split sweep one sequence at 20000 keys (GQA 16) ran in
-/// 25 µs as 128 blocks (64 splits) and in 30 µs as 256 (128 splits, two blocks per SM).
+/// registers per thread. Heads 64 and 128 split each 64-key tile over 4 warps (16 keys and all
+/// `D_v` columns each), heads 192 and 256 over 2 pairs of warps (16 keys, half the columns),
+/// 192/128 over 2 warps: on the H200 that took one sequence's step at 16k keys (head 128) from
+/// 28.4 to 27.5 µs and at 20000 keys (head 256, GQA 16) from 25.3 to 24.2, and a block that
+/// walks many keys (batch 16 at 32k keys, one split) from 684 to 511 µs
+/// (`benches/results/2026-12-03-h200-attention-ecf3ad6-dirty-decode-key-split.txt`). Heads 80
+/// to 112 keep one warp per 16 columns (`dv_split` 5 to 7, each warp repeating the scores):
+/// their `D_v` does not split into a power of two. Head 256 is designed for one block per SM
+/// (the split rule fills one wave of them): in the H200's split sweep one sequence at 20000 keys
+/// (GQA 16) ran in 25 µs as 128 blocks (64 splits) and in 30 µs as 256 (128 splits, two blocks
+/// per SM).
 const HOPPER_DECODE_TILES: [AttentionTile; 10] = [
-    decode(4, 64, 3, true, 3),    // 64: 56.2 KB
-    decode(5, 64, 3, false, 3),   // 80: 68.8 KB
-    decode(6, 64, 3, false, 2),   // 96: 81.2 KB
-    decode(7, 64, 3, false, 2),   // 112: 93.8 KB
-    decode(4, 64, 3, true, 2),    // 128: 106.2 KB
-    decode(4, 32, 3, true, 2),    // 192: 81.2 KB
-    decode(4, 32, 3, true, 1),    // 256: 107.2 KB (one block per SM: see above)
-    decode(4, 32, 3, true, 2),    // 192/128: 69.2 KB
-    decode(4, 32, 2, true, 2),    // 320/256: 84.2 KB
-    decode(8, 32, 2, false, 1),   // 576/512: 156.2 KB
+    decode_keys(1, 4, 64, 3, true, 3), // 64: 56.2 KB
+    decode(5, 64, 3, false, 3),        // 80: 68.8 KB
+    decode(6, 64, 3, false, 2),        // 96: 81.2 KB
+    decode(7, 64, 3, false, 2),        // 112: 93.8 KB
+    decode_keys(1, 4, 64, 3, true, 2), // 128: 106.2 KB
+    decode_keys(2, 2, 32, 3, true, 2), // 192: 81.2 KB
+    decode_keys(2, 2, 32, 3, true, 1), // 256: 107.2 KB (one block per SM: see above)
+    decode_keys(1, 2, 32, 3, true, 2), // 192/128: 69.2 KB
+    decode(4, 32, 2, true, 2),         // 320/256: 84.2 KB
+    decode(8, 32, 2, false, 1),        // 576/512: 156.2 KB
 ];
 
 /// Decode on sm_80 (164 KB per SM): two blocks per SM where they fit, with the stages that
-/// allows.
+/// allows; the key splits of the sm_90 row (measured there: the warps' repeated `Q·Kᵀ` is the
+/// same work on every architecture).
 const SM80_DECODE_TILES: [AttentionTile; 10] = [
-    decode(4, 64, 3, true, 2),    // 64: 56.2 KB
+    decode_keys(1, 4, 64, 3, true, 2), // 64: 56.2 KB
     decode(5, 64, 3, false, 2),   // 80: 68.8 KB
     decode(6, 64, 2, false, 2),   // 96: 55.2 KB
     decode(7, 64, 2, false, 1),   // 112: 63.8 KB (7 warps: two blocks would leave 128 registers)
-    decode(4, 64, 2, true, 2),    // 128: 72.2 KB
-    decode(4, 32, 2, true, 2),    // 192: 56.2 KB
-    decode(4, 32, 2, true, 2),    // 256: 74.2 KB
-    decode(4, 32, 3, true, 2),    // 192/128: 69.2 KB
+    decode_keys(1, 4, 64, 2, true, 2), // 128: 72.2 KB
+    decode_keys(2, 2, 32, 2, true, 2), // 192: 56.2 KB
+    decode_keys(2, 2, 32, 2, true, 2), // 256: 74.2 KB
+    decode_keys(1, 2, 32, 3, true, 2), // 192/128: 69.2 KB
     decode(4, 32, 2, true, 1),    // 320/256: 84.2 KB
     decode(8, 32, 2, false, 1),   // 576/512: 156.2 KB
 ];
 
 /// Decode on the 99 KB GPUs (sm_86, sm_89, sm_120; 100 KB per SM): 32-key tiles from head 96
-/// on, 16 at 320/256 and 576/512, so that two blocks of two stages fit where they can.
+/// on, 16 at 320/256 and 576/512, so that two blocks of two stages fit where they can; key
+/// splits as on sm_90, with two 16-key groups of two warps where the tile has 32 keys.
 const MID_SMEM_DECODE_TILES: [AttentionTile; 10] = [
-    decode(4, 64, 2, true, 2),    // 64: 38.2 KB
+    decode_keys(1, 4, 64, 2, true, 2), // 64: 38.2 KB
     decode(5, 64, 2, false, 2),   // 80: 46.8 KB
     decode(6, 32, 3, false, 2),   // 96: 42.2 KB
     decode(7, 32, 2, false, 2),   // 112: 33.8 KB
-    decode(4, 32, 2, true, 2),    // 128: 38.2 KB
-    decode(4, 32, 2, true, 1),    // 192: 56.2 KB
-    decode(4, 32, 2, true, 1),    // 256: 74.2 KB
-    decode(4, 32, 2, true, 1),    // 192/128: 48.2 KB
+    decode_keys(2, 2, 32, 2, true, 2), // 128: 38.2 KB
+    decode_keys(2, 2, 32, 2, true, 1), // 192: 56.2 KB
+    decode_keys(2, 2, 32, 2, true, 1), // 256: 74.2 KB
+    decode_keys(1, 2, 32, 2, true, 1), // 192/128: 48.2 KB
     decode(4, 16, 2, true, 1),    // 320/256: 47.2 KB
     decode(8, 16, 2, false, 1),   // 576/512: 87.2 KB
 ];
 
 /// Decode on sm_70 and sm_75 (no `cp.async`: one stage): 32-key tiles (16 at 576/512 on
 /// sm_75's 64 KB), Q re-read from shared memory (the shuffle path's products need the
-/// registers).
-const fn small_decode_tiles(bk_576: u32) -> [AttentionTile; 10] {
+/// registers). Heads 80 and 96 run `blocks_80_96` blocks per SM: on sm_70, whose f16 takes the
+/// shuffle path too, two blocks of 5 or 6 warps leave 204 or 170 registers per thread, and
+/// ptxas 12.9 spilled 8 bytes at both (f16); one block leaves 255.
+const fn small_decode_tiles(bk_576: u32, blocks_80_96: u32) -> [AttentionTile; 10] {
     [
         decode(4, 32, 1, false, 2),   // 64: 11.2 KB
-        decode(5, 32, 1, false, 2),   // 80: 13.8 KB
-        decode(6, 32, 1, false, 2),   // 96: 16.2 KB
+        decode(5, 32, 1, false, blocks_80_96), // 80: 13.8 KB
+        decode(6, 32, 1, false, blocks_80_96), // 96: 16.2 KB
         decode(7, 32, 1, false, 1),   // 112: 18.8 KB (7 warps: one block)
         decode(4, 32, 1, false, 2),   // 128: 21.2 KB
         decode(4, 32, 1, false, 1),   // 192: 31.2 KB
@@ -447,8 +491,8 @@ const SM70_TILES: [AttentionTile; 10] = small_accumulator_tiles(32);
 
 /// Every architecture's row, in [`Arch::ALL`] order.
 pub const ATTENTION_CONFIGS: [AttentionArchConfig; 8] = [
-    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES, decode_tiles: small_decode_tiles(32) },
-    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES, decode_tiles: small_decode_tiles(16) },
+    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES, decode_tiles: small_decode_tiles(32, 1) },
+    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES, decode_tiles: small_decode_tiles(16, 2) },
     AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES, decode_tiles: SM80_DECODE_TILES },
     AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
     AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },

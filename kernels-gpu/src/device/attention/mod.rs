@@ -28,10 +28,14 @@
 //! (one 16-row tile whose output columns are spread over several warps, for problems of at
 //! most 16 rows: `attention_config.rs`).
 //!
-//! Warp `w` owns `M_TILES` tiles of 16 rows (row group `w % ROW_WARPS`) and the output columns
-//! `(w / ROW_WARPS)·DVW ..` (`DVW = D_v / DV_SPLIT`). It computes its rows' scores against the
-//! whole key tile (warps of one row group computing the same scores when `DV_SPLIT > 1`: the
-//! price of fitting `D_v = 512` accumulators in registers). All products use the register
+//! Warp `w` owns `M_TILES` tiles of 16 rows (row group `w % ROW_WARPS`), the output columns
+//! `((w / ROW_WARPS) % DV_SPLIT)·DVW ..` (`DVW = D_v / DV_SPLIT`) and the keys
+//! `(w / (ROW_WARPS·DV_SPLIT))·BK/KEY_SPLIT ..` of each key tile. It computes its rows' scores
+//! against its keys (warps of one row group and key group computing the same scores when
+//! `DV_SPLIT > 1`: the price of fitting `D_v = 512` accumulators in registers).
+//! With `KEY_SPLIT > 1` (decode tiles) the warps of one row tile keep their own softmax state
+//! over their keys, so no warp repeats another's `Q·Kᵀ`, and are merged once, after the last
+//! key tile, through shared memory (as the splits of flash-decoding are, but inside the block). All products use the register
 //! fragments of `mma.m16n8k16` (see `ptx.rs`): a thread holds 2 rows × 2 columns of each 16×8
 //! score or output tile. The score fragments of two neighbouring 8-key tiles are, once
 //! rounded to 16 bits, exactly the A fragment of the `P·V` product: P never leaves registers.
@@ -384,10 +388,11 @@ fn softcap(x: f32, cap: f32, inv_cap: f32) -> f32 {
     cap * (1.0 - 2.0 * rcp(e + 1.0))
 }
 
-/// The forward kernel (see the module docs). `ROWS = 16 · M_TILES · ROW_WARPS`, `K_STEPS = DK / 16`, `S_TILES = BK / 8`,
-/// `O_TILES = DV / DV_SPLIT / 8`, `Q_FRAGS = K_STEPS` when Q stays in registers (else 1),
-/// `THREADS = 32 · ROW_WARPS · DV_SPLIT`: stable Rust cannot compute array lengths from
-/// const generics.
+/// The forward kernel (see the module docs). `ROWS = 16 · M_TILES · ROW_WARPS`, `K_STEPS = DK / 16`,
+/// `S_TILES = BK / KEY_SPLIT / 8` (a warp's keys of a tile), `O_TILES = DV / DV_SPLIT / 8`,
+/// `Q_FRAGS = K_STEPS` when Q stays in registers (else 1),
+/// `THREADS = 32 · ROW_WARPS · DV_SPLIT · KEY_SPLIT`: stable Rust cannot compute array lengths
+/// from const generics.
 ///
 /// Safety: the host validated every address the parameters describe.
 #[inline(always)]
@@ -399,6 +404,7 @@ unsafe fn forward<
     const M_TILES: usize,
     const ROW_WARPS: usize,
     const DV_SPLIT: usize,
+    const KEY_SPLIT: usize,
     const BK: usize,
     const STAGES: usize,
     const Q_IN_REGISTERS: bool,
@@ -412,7 +418,7 @@ unsafe fn forward<
 >(
     p: &AttentionParams,
 ) {
-    const { assert!(K_STEPS == DK / 16 && S_TILES == BK / 8 && O_TILES == DV / DV_SPLIT / 8 && THREADS == 32 * ROW_WARPS * DV_SPLIT) };
+    const { assert!(K_STEPS == DK / 16 && S_TILES == BK / KEY_SPLIT / 8 && O_TILES == DV / DV_SPLIT / 8 && THREADS == 32 * ROW_WARPS * DV_SPLIT * KEY_SPLIT) };
     const { assert!(Q_FRAGS == if Q_IN_REGISTERS { K_STEPS } else { 1 } && ROWS == 16 * M_TILES * ROW_WARPS) };
     // The merge of a split launch, launched as a programmatic dependent on sm_90+, may be
     // scheduled now: its blocks wait for this grid's completion before reading anything
@@ -538,7 +544,12 @@ unsafe fn forward<
     let (g, t) = (lane / 4, lane % 4);
     let warp_row0 = (warp % ROW_WARPS) * 16 * M_TILES;
     let warp_active = row0 + warp_row0 < rows;
-    let dv_col0 = (warp / ROW_WARPS) * (DV / DV_SPLIT);
+    let dv_col0 = (warp / ROW_WARPS) % DV_SPLIT * (DV / DV_SPLIT);
+    // The warp's keys of every tile: columns `key0 .. key0 + KEYS_PER_WARP` of the stage.
+    const { assert!(BK % (16 * KEY_SPLIT) == 0) };
+    let keys_per_warp = BK / KEY_SPLIT;
+    let key_group = warp / (ROW_WARPS * DV_SPLIT);
+    let key0 = key_group * keys_per_warp;
 
     let mut q_frags = [[[0u32; 4]; Q_FRAGS]; M_TILES];
     let mut o_acc = [[[0f32; 4]; O_TILES]; M_TILES];
@@ -587,7 +598,7 @@ unsafe fn forward<
         // of many) only copies; it computes nothing. (Warp-uniform, and every barrier is
         // outside.)
         if warp_active {
-            // ---- S = Q · Kᵀ for this warp's rows and the tile's BK keys ----
+            // ---- S = Q · Kᵀ for this warp's rows and its keys of the tile ----
             let mut s = [[[0f32; 4]; S_TILES]; M_TILES];
             // Q from registers: the loop is unrolled (static indices into `q_frags`). Q from shared
             // memory: a rolled loop (its trip count hidden from LLVM), so ptxas cannot hoist the
@@ -600,7 +611,7 @@ unsafe fn forward<
                     a[mt] = if Q_IN_REGISTERS { q_frags[mt][ks] } else { load_a(qs_base, k_row, warp_row0 + mt * 16, ks * 16) };
                 }
                 for np in 0..S_TILES / 2 {
-                    let bf = load_b_rows(ks_base, k_row, np * 16, ks * 16);
+                    let bf = load_b_rows(ks_base, k_row, key0 + np * 16, ks * 16);
                     for mt in 0..M_TILES {
                         s[mt][2 * np] = mma::<PATH, BF16>(a[mt], [bf[0], bf[1]], s[mt][2 * np]);
                         s[mt][2 * np + 1] = mma::<PATH, BF16>(a[mt], [bf[2], bf[3]], s[mt][2 * np + 1]);
@@ -610,9 +621,10 @@ unsafe fn forward<
             }
 
             // ---- Scores: scale, softcap, mask, ALiBi, visibility (log2 units) ----
-            let j0 = tile * BK;
-            let uncut = j0 + BK <= seq.len_k
-                && (right < 0 || (j0 + BK - 1) as i64 <= q_first + diag_offset + right)
+            // The warp's first key (with a key split, possibly past the sequence's end).
+            let j0 = tile * BK + key0;
+            let uncut = j0 + keys_per_warp <= seq.len_k
+                && (right < 0 || (j0 + keys_per_warp - 1) as i64 <= q_first + diag_offset + right)
                 && (left < 0 || j0 as i64 >= q_last + diag_offset - left);
             // A tile that nothing cuts or biases keeps its raw products: the scale joins them in
             // the exponent below (one FFMA each instead of a multiply, then a subtraction).
@@ -640,9 +652,10 @@ unsafe fn forward<
                         }
                     }
                 }
-                // Key `j0 + col` sits at column `col = nt·8 + 2t + e` of the tile; the last key
-                // of the sequence bounds the mask's reads (a column past it is invisible below).
-                let last_col = (seq.len_k - 1 - j0) as u32;
+                // Key `j0 + col` sits at column `col = nt·8 + 2t + e` of the warp's keys; the
+                // last key of the sequence bounds the mask's reads (a column past it is
+                // invisible below; negative: every key of the warp is).
+                let last_col = seq.len_k as i64 - 1 - j0 as i64;
                 for mt in 0..M_TILES {
                     for half in 0..2 {
                         let place = row_at(warp_row0 + mt * 16 + g + 8 * half);
@@ -650,18 +663,18 @@ unsafe fn forward<
                         // Distance from the tile's first key to the row's diagonal, and the
                         // visible columns [lo, hi] of the tile (empty for a row past the data).
                         let diag = q as i64 + diag_offset - j0 as i64;
-                        let clamp_col = |x: i64| x.clamp(-1, BK as i64) as i32;
+                        let clamp_col = |x: i64| x.clamp(-1, keys_per_warp as i64) as i32;
                         let lo = if left >= 0 { clamp_col(diag - left) } else { 0 };
                         let hi = match (place.is_some(), right >= 0) {
                             (false, _) => -1,
-                            (true, true) => clamp_col((diag + right).min(last_col as i64)),
-                            (true, false) => clamp_col(last_col as i64),
+                            (true, true) => clamp_col((diag + right).min(last_col)),
+                            (true, false) => clamp_col(last_col),
                         };
-                        if flags & MASK != 0 && place.is_some() {
+                        if flags & MASK != 0 && place.is_some() && last_col >= 0 {
                             let mask_row = q * p.mask_row_stride as usize + j0;
                             for nt in 0..S_TILES {
                                 for e in 0..2 {
-                                    let col = ((nt * 8 + 2 * t + e) as u32).min(last_col) as usize;
+                                    let col = ((nt * 8 + 2 * t + e) as u32).min(last_col as u32) as usize;
                                     s[mt][nt][2 * half + e] += if flags & MASK_F32 != 0 {
                                         *p.mask.ptr().cast::<f32>().add(mask_row + col)
                                     } else {
@@ -745,14 +758,14 @@ unsafe fn forward<
             }
 
             // ---- O += P · V: P's fragments are the score fragments, rounded to 16 bits ----
-            for kk in 0..BK / 16 {
+            for kk in 0..S_TILES / 2 {
                 let mut pa = [[0u32; 4]; M_TILES];
                 for mt in 0..M_TILES {
                     let (lo, hi) = (s[mt][2 * kk], s[mt][2 * kk + 1]);
                     pa[mt] = [pack::<BF16>(lo[0], lo[1]), pack::<BF16>(lo[2], lo[3]), pack::<BF16>(hi[0], hi[1]), pack::<BF16>(hi[2], hi[3])];
                 }
                 for dp in 0..O_TILES / 2 {
-                    let bf = load_b_cols(vs_base, v_row, kk * 16, dv_col0 + dp * 16);
+                    let bf = load_b_cols(vs_base, v_row, key0 + kk * 16, dv_col0 + dp * 16);
                     for mt in 0..M_TILES {
                         o_acc[mt][2 * dp] = mma::<PATH, BF16>(pa[mt], [bf[0], bf[1]], o_acc[mt][2 * dp]);
                         o_acc[mt][2 * dp + 1] = mma::<PATH, BF16>(pa[mt], [bf[2], bf[3]], o_acc[mt][2 * dp + 1]);
@@ -764,8 +777,68 @@ unsafe fn forward<
         tile += 1;
     }
     if HAS_CP_ASYNC {
-        // No copy may still be writing shared memory when the block exits.
+        // No copy may still be writing shared memory when the block exits (or the key
+        // split's merge below reuses it).
         cp_async_wait(0);
+    }
+
+    // ---- Key split: merge the key groups' softmax states into the first group's warps ----
+    // Every warp of a later key group leaves its rows' reference maxima, partial denominators
+    // and output accumulators in shared memory (over the finished K/V stages), in its own
+    // fragment layout, lane-major (conflict-free); the first group's warp with the same rows
+    // and columns rescales both sides to the larger reference and adds them, then stores the
+    // rows as without a split. A side whose reference is still −inf saw no visible key: it
+    // holds zeros and weighs 0.
+    if KEY_SPLIT > 1 {
+        sync_threads();
+        let scratch = smem_ptr.cast::<f32>();
+        let per_lane = M_TILES * (4 * O_TILES + 4);
+        let warp_in_group = warp % (ROW_WARPS * DV_SPLIT);
+        // SAFETY: `key_merge_bytes` (part of the launch's shared memory) holds every slot.
+        let slot = |group: usize, item: usize| scratch.add((((group - 1) * ROW_WARPS * DV_SPLIT + warp_in_group) * per_lane + item) * 32 + lane);
+        if key_group > 0 {
+            let mut item = 0;
+            for mt in 0..M_TILES {
+                for half in 0..2 {
+                    *slot(key_group, item) = m_run[mt][half];
+                    *slot(key_group, item + 1) = l_run[mt][half];
+                    item += 2;
+                }
+                for ot in 0..O_TILES {
+                    for e in 0..4 {
+                        *slot(key_group, item) = o_acc[mt][ot][e];
+                        item += 1;
+                    }
+                }
+            }
+        }
+        sync_threads();
+        if key_group > 0 {
+            return;
+        }
+        for group in 1..KEY_SPLIT {
+            let mut item = 0;
+            for mt in 0..M_TILES {
+                let mut weights = [[0f32; 2]; 2];
+                for half in 0..2 {
+                    let (other_m, other_l) = (*slot(group, item), *slot(group, item + 1));
+                    item += 2;
+                    let own_m = m_run[mt][half];
+                    let top = own_m.max(other_m);
+                    let weight = |m: f32| if m == f32::NEG_INFINITY { 0.0 } else { exp2(m - top) };
+                    weights[half] = [weight(own_m), weight(other_m)];
+                    m_run[mt][half] = top;
+                    l_run[mt][half] = l_run[mt][half] * weights[half][0] + other_l * weights[half][1];
+                }
+                for ot in 0..O_TILES {
+                    for e in 0..4 {
+                        let [own, other] = weights[e / 2];
+                        o_acc[mt][ot][e] = o_acc[mt][ot][e] * own + *slot(group, item) * other;
+                        item += 1;
+                    }
+                }
+            }
+        }
     }
 
     // ---- Epilogue: normalize, sinks, store O (and LSE, or the split's partials) ----
@@ -850,13 +923,14 @@ macro_rules! attention_entry {
                     { T.m_tiles as usize },
                     { T.row_warps as usize },
                     { T.dv_split as usize },
+                    { T.key_split as usize },
                     { T.bk as usize },
                     { T.stages as usize },
                     { T.q_in_registers },
                     { path_id(matrix_path(BUILD_CONFIG, DTYPE)) },
                     { matches!(DTYPE, AttentionDtype::Bf16) },
                     { DK / 16 },
-                    { T.bk as usize / 8 },
+                    { T.keys_per_warp() as usize / 8 },
                     { DV / T.dv_split as usize / 8 },
                     Q_FRAGS,
                     { T.threads() as usize },
