@@ -147,7 +147,8 @@ fn bad_input_is_a_typed_error_naming_the_argument() {
 #[test]
 fn decode_packs_query_heads_and_splits_the_keys() {
     // One sequence, GQA 4, 16k keys: 8 blocks of packed heads would leave an H200 idle.
-    // Its 4 rows per KV head fit the decode tile: one 16-row tile, 4 warps of 32 columns.
+    // Its 4 rows per KV head fit the decode tile: one 16-row tile, 4 warps of 16 keys of each
+    // key tile and all 128 columns.
     let row = attention_config(Arch::Sm90);
     let p = plan(&Attention::new(1, 1, 16384, 32, 8, 128)).unwrap();
     assert_eq!(p.heads_packed, 4);

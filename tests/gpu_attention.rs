@@ -295,6 +295,37 @@ fn masks_biases_softcap_sinks_alone_and_combined() {
     run(&gpu, &cases, &BOTH);
 }
 
+/// The same features on the decode tile, whose warps split each key tile (`key_split`): 3
+/// queries × 4 packed heads fit its 16 rows, and 201 keys end inside a key tile, so in the last
+/// tile some warps hold a few visible keys and others none (their keys all past the
+/// sequence). Heads 64, 128 and 256 (16 keys per warp, all or half of `D_v`), forced splits
+/// included, so each warp's softmax state meets both the block's merge and the splits' merge.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn decode_tile_masks_biases_softcap_sinks_and_windows() {
+    let gpu = gpu();
+    let slopes: Vec<f32> = (0..8).map(|h| 0.05 + 0.11 * h as f32).collect();
+    let sinks: Vec<f32> = (0..8).map(|h| -1.5 + 0.7 * h as f32).collect();
+    let mut cases = Vec::new();
+    for d in [64, 128, 256] {
+        let base = || Attention::new(2, 3, 201, 8, 2, d);
+        cases.extend([
+            Case::new(format!("d{d} decode: mask f32 with -inf rows"), base().with_lse()).mask(MaskKind::F32),
+            Case::new(format!("d{d} decode: ALiBi slopes"), base().alibi(Alibi::Slopes(slopes.clone()))),
+            Case::new(format!("d{d} decode: softcap 5"), base().softcap(5.0)).q_scale_by(4.0),
+            Case::new(format!("d{d} decode: sinks"), base().sinks(sinks.clone()).with_lse()),
+            Case::new(format!("d{d} decode: window 20/9"), base().window(Some(20), Some(9)).with_lse()),
+            Case::new(format!("d{d} decode: window 5/0 (most warps see nothing)"), base().window(Some(5), Some(0)).with_lse()),
+            Case::new(
+                format!("d{d} decode: mask, ALiBi, softcap, sinks, window, causal, 3 splits"),
+                base().alibi(Alibi::Slopes(slopes.clone())).softcap(20.0).sinks(sinks.clone()).window(Some(90), None).causal().splits(3).with_lse(),
+            )
+            .mask(MaskKind::F16),
+        ]);
+    }
+    run(&gpu, &cases, &BOTH);
+}
+
 trait QScale {
     fn q_scale_by(self, s: f32) -> Self;
 }

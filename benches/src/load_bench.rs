@@ -7,8 +7,9 @@
 //! run is reused, as on a new container, CI runner or cluster node. The CUDA context is made
 //! and the buffers allocated before the clock starts (every library pays for the context).
 //! `module_ms` is `Cukernels::new` plus loading the family's module (decompression, the
-//! driver's load or JIT, the load-time limit check); `launch_ms` the first launch of a small
-//! SGEMM until `synchronize` returns.
+//! driver's load or JIT, the load-time limit check; for SGEMM also the allocation and zeroing
+//! of the handle's own k-split workspace, which that load makes, so it is counted where a user
+//! pays for it); `launch_ms` the family's first launch until `synchronize` returns.
 
 use crate::sgemm_bench::{cublas_config, shape, Shape};
 use cukernels::artifacts::{self, ArtifactKind};

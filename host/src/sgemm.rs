@@ -223,10 +223,12 @@ impl OwnWorkspace {
         self.bytes
     }
 
-    /// Whether `stream` may plan with it: no stream is bound yet, or this one is.
+    /// Whether `stream` may plan with it: no stream is bound yet, or this one is. Never the
+    /// per-thread default stream: one handle value for as many streams as there are threads,
+    /// it cannot own the workspace (it plans without it, as another stream).
     fn free_for(&self, stream: usize) -> bool {
         let bound = self.stream.load(std::sync::atomic::Ordering::Acquire);
-        bound == Self::UNBOUND || bound == stream
+        stream != PER_THREAD_DEFAULT_STREAM && (bound == Self::UNBOUND || bound == stream)
     }
 
     /// Binds it to `stream` for a launch that splits through it; false when another stream
@@ -1125,9 +1127,7 @@ impl Cukernels {
         }
         let stream_id = stream as usize;
         if let Ok(own) = self.own_sgemm_workspace()? {
-            // The per-thread default stream is one handle value for as many streams as there
-            // are threads: it cannot own the workspace (it plans without it, as another stream).
-            if stream_id != PER_THREAD_DEFAULT_STREAM && own.free_for(stream_id) {
+            if own.free_for(stream_id) {
                 let with_own = SgemmBuffers { workspace_addr: own.addr, workspace_bytes: own.bytes, ..*buffers };
                 let plan = plan_with(&with_own)?;
                 if !plan.uses_workspace() || own.bind(stream_id) {
