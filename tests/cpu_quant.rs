@@ -253,9 +253,11 @@ fn chunk_halves_share_their_scales_unless_the_format_scales_every_16_weights() {
     }
 }
 
-/// The GPU kernels read chunks with wide loads (`BlockFormat::chunk_at`: whole 32-weight
-/// blocks in 16-bit words, q4_K/q5_K chunks in 32-bit words): the same chunks, bit for bit, as
-/// the decoder the host dequantizes with, for every chunk of every format.
+/// The GPU kernels read chunks with wide loads (`BlockFormat::chunk_at`: q4_0, q5_0 and q8_0
+/// as a scale and aligned words and q2_K, q3_K and q6_K by aligned words, at both of their
+/// blocks' alignments, q4_1, q5_1 and iq4_nl in 16-bit words, q4_K/q5_K chunks in 32-bit
+/// words): the same chunks, bit for bit, as the decoder the host dequantizes with, for every
+/// chunk of every format.
 #[test]
 fn chunks_read_with_wide_loads_equal_the_decoded_chunks() {
     for format in GgufFormat::ALL {

@@ -267,13 +267,23 @@ fn gqa_ratios_prefill_and_decode() {
     run(&gpu, &cases, &[AttentionDtype::F16]);
 }
 
+/// Distinct ALiBi slopes for 8 heads (0.05 … 0.82), so a head mixed up with another shows.
+fn alibi_slopes_of_8_heads() -> Vec<f32> {
+    (0..8).map(|h| 0.05 + 0.11 * h as f32).collect()
+}
+
+/// Distinct attention-sink logits for 8 heads, negative to positive (−1.5 … 3.4): a sink that
+/// takes little of the softmax and one that takes most of it.
+fn sinks_of_8_heads() -> Vec<f32> {
+    (0..8).map(|h| -1.5 + 0.7 * h as f32).collect()
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn masks_biases_softcap_sinks_alone_and_combined() {
     let gpu = gpu();
     let base = || Attention::new(2, 113, 200, 8, 2, 64);
-    let slopes: Vec<f32> = (0..8).map(|h| 0.05 + 0.11 * h as f32).collect();
-    let sinks: Vec<f32> = (0..8).map(|h| -1.5 + 0.7 * h as f32).collect();
+    let (slopes, sinks) = (alibi_slopes_of_8_heads(), sinks_of_8_heads());
     let cases = vec![
         Case::new("mask f16", base()).mask(MaskKind::F16),
         Case::new("mask f32 with -inf rows", base().with_lse()).mask(MaskKind::F32),
@@ -304,8 +314,7 @@ fn masks_biases_softcap_sinks_alone_and_combined() {
 #[ignore = "needs a CUDA GPU"]
 fn decode_tile_masks_biases_softcap_sinks_and_windows() {
     let gpu = gpu();
-    let slopes: Vec<f32> = (0..8).map(|h| 0.05 + 0.11 * h as f32).collect();
-    let sinks: Vec<f32> = (0..8).map(|h| -1.5 + 0.7 * h as f32).collect();
+    let (slopes, sinks) = (alibi_slopes_of_8_heads(), sinks_of_8_heads());
     let mut cases = Vec::new();
     for d in [64, 128, 256] {
         let base = || Attention::new(2, 3, 201, 8, 2, d);

@@ -80,28 +80,37 @@ fn chunks_of<B: QuantBlock>(bytes: &[u8]) -> Result<Vec<Chunk>> {
     each_chunk::<B>(bytes, |block, c| block.chunk(c))
 }
 
-/// `read(block, c)` for every chunk `c` of every block of `bytes`, in order.
+/// `read(block, c)` for every chunk `c` of every block of `bytes`, in order, the blocks read
+/// in place from a 4-aligned copy of `bytes` as in a weight tensor on the GPU: the blocks of
+/// a format whose size is 2 mod 4 then alternate between the two alignments that
+/// `chunk_at` treats apart (`field_words`).
 fn each_chunk<B: QuantBlock>(bytes: &[u8], read: impl Fn(&B, usize) -> Chunk) -> Result<Vec<Chunk>> {
     let per_block = B::FORMAT.block_elements() / QK;
-    let mut out = Vec::with_capacity(whole_blocks::<B>("bytes", bytes)? * per_block);
-    for block in bytes.chunks_exact(std::mem::size_of::<B>()) {
-        let block = bytemuck::pod_read_unaligned::<B>(block);
-        out.extend((0..per_block).map(|c| read(&block, c)));
+    let blocks = whole_blocks::<B>("bytes", bytes)?;
+    let mut words = vec![0u32; bytes.len().div_ceil(4)];
+    let copy = &mut bytemuck::cast_slice_mut::<u32, u8>(&mut words)[..bytes.len()];
+    copy.copy_from_slice(bytes);
+    // A block's alignment (1, 2 or 4) divides both the copy's 4 and the block's size.
+    let in_place: &[B] = bytemuck::cast_slice(copy);
+    let mut out = Vec::with_capacity(blocks * per_block);
+    for block in in_place {
+        out.extend((0..per_block).map(|c| read(block, c)));
     }
     Ok(out)
 }
 
-/// Every chunk of `bytes` as the GPU kernels read it ([`BlockFormat::chunk_at`]: whole-block
-/// copies in 16-bit loads, q4_K/q5_K in 32-bit words), in [`chunks`]' order; the two must
-/// agree bit for bit (a CPU test checks it for every format).
+/// Every chunk of `bytes` as the GPU kernels read it ([`BlockFormat::chunk_at`]: a scale and
+/// aligned words for q4_0, q5_0 and q8_0, whole-block copies in 16-bit loads for q4_1, iq4_nl
+/// and q5_1, q4_K/q5_K in 32-bit words), in [`chunks`]' order; the two must agree bit for bit
+/// (a CPU test checks it for every format).
 pub fn chunks_as_the_gpu_reads_them(format: GgufFormat, bytes: &[u8]) -> Result<Vec<Chunk>> {
     with_block!(format, B => gpu_chunks_of::<B>(bytes))
 }
 
 fn gpu_chunks_of<B: QuantBlock>(bytes: &[u8]) -> Result<Vec<Chunk>> {
     // SAFETY: `block` is a reference to a block, valid and aligned for `B`; on the host
-    // `chunk_at` reads words unaligned, so the device's 4-byte alignment of q4_K/q5_K blocks
-    // is not needed here.
+    // `chunk_at` reads unaligned, so the device's 4-byte alignment of q4_K/q5_K blocks is not
+    // needed here.
     each_chunk::<B>(bytes, |block, c| unsafe { B::chunk_at(block, c) })
 }
 

@@ -357,7 +357,8 @@ const SM80_DECODE_TILES: [AttentionTile; 10] = [
 
 /// Decode on the 99 KB GPUs (sm_86, sm_89, sm_120; 100 KB per SM): 32-key tiles from head 96
 /// on, 16 at 320/256 and 576/512, so that two blocks of two stages fit where they can; key
-/// splits as on sm_90, with two 16-key groups of two warps where the tile has 32 keys.
+/// splits as on sm_90, where the tile has 32 keys in two 16-key groups: of two warps (half the
+/// columns each) at heads 128, 192 and 256, of one warp at 192/128.
 const MID_SMEM_DECODE_TILES: [AttentionTile; 10] = [
     decode_keys(1, 4, 64, 2, true, 2), // 64: 38.2 KB
     decode(5, 64, 2, false, 2),   // 80: 46.8 KB

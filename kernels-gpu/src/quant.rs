@@ -224,12 +224,16 @@ pub trait BlockFormat: Copy {
     /// the format's layout allows (the GPU kernels' decoder; the same chunk, bit for bit, as a
     /// CPU test checks). The decoders' byte reads become one load instruction per byte, and on
     /// the GPU each is a separate L1 request for a warp whose lanes sit 18-210 bytes apart:
-    /// - a block of a 32-weight format is one chunk, copied whole in 16-bit loads (its
-    ///   alignment) and decoded from registers: 9-17 loads instead of 17-33;
+    /// - a block of a 32-weight format is one chunk, decoded from registers: q4_0, q5_0 and q8_0
+    ///   (`4N + 2` bytes) read as their scale and `N` words ([`scale_and_words`]: 6-10 loads
+    ///   instead of 9-17), the others copied whole in 16-bit loads (their alignment; iq4_nl
+    ///   read so spilled 8 bytes in sm_90's 64-row tile);
     /// - q4_K and q5_K read their chunk's bytes as 32-bit words (12 and 20 loads instead of 37
     ///   and 69), their blocks starting at multiples of 4 ([`GgufFormat::block_alignment`]);
     /// - the other K-quants and mxfp4 decode in place (a chunk is one lane-dependent part of
-    ///   its super-block, and a copy indexed by it would live in local memory).
+    ///   its super-block, and a copy indexed by it would live in local memory), q2_K, q3_K
+    ///   and q6_K reading their fields' words by [`field_words`] (18 loads instead of 32 for
+    ///   a q6_K chunk).
     ///
     /// # Safety
     /// `block` points at a readable block, aligned to the format's `block_alignment`.
@@ -251,21 +255,97 @@ pub trait BlockFormat: Copy {
     }
 }
 
-/// Word `i` (the 4 bytes at offset `4i`, little-endian) of the block at `block`: an aligned
-/// 32-bit load on the device (the formats that read words start at multiples of 4), an
+/// The `T` (a `u16` or `u32`) at `at`, a field of a block read in place: an aligned load on
+/// the device (a block starts at a multiple of its format's `block_alignment` there), an
 /// unaligned read on the host (a `Vec` of blocks is only 2-aligned).
+///
+/// Safety: `at .. at + size_of::<T>()` is readable (and aligned for `T` on the device).
+#[inline(always)]
+unsafe fn block_read<T: Copy>(at: *const u8) -> T {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        *(at as *const T)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        (at as *const T).read_unaligned()
+    }
+}
+
+/// Word `i` (the 4 bytes at offset `4i`, little-endian) of the block at `block`, by
+/// [`block_read`] (the formats that read words so start at multiples of 4).
 ///
 /// Safety: `block .. block + 4i + 4` is readable (and 4-aligned on the device).
 #[inline(always)]
 unsafe fn block_word(block: *const u8, i: usize) -> u32 {
+    block_read::<u32>(block.add(4 * i))
+}
+
+/// The 16 bits at byte `at` of the block at `block` (little-endian), by [`block_read`].
+///
+/// Safety: `block .. block + at + 2` is readable (and 2-aligned on the device).
+#[inline(always)]
+unsafe fn block_half(block: *const u8, at: usize) -> u32 {
+    block_read::<u16>(block.add(at)) as u32
+}
+
+/// The low 32 bits of `hi:lo >> shift` (`shift ≤ 32`): one `shf.r.clamp` on the device.
+#[inline(always)]
+fn funnel_shift_right(lo: u32, hi: u32, shift: u32) -> u32 {
     #[cfg(target_arch = "nvptx64")]
     {
-        *(block as *const u32).add(i)
+        crate::device::ptx::funnel_shift_right(lo, hi, shift)
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        (block as *const u32).add(i).read_unaligned()
+        ((hi as u64) << 32 | lo as u64).wrapping_shr(shift) as u32
     }
+}
+
+/// `N` little-endian words of a block, from its 2-aligned byte `field` on, in `N` aligned
+/// 32-bit loads and one 16-bit load, where reading 16 bits at a time took `2N` loads.
+///
+/// The blocks of q2_K, q3_K, q6_K, q4_0, q5_0 and q8_0 are only 2-aligned, and their
+/// sizes are 2 mod 4, so neighbouring blocks alternate between a field that starts on a word
+/// boundary and one that starts halfway into a word. A warp's lanes meet both, and both take
+/// the same instructions: only where the aligned loads start and the shift depend on the
+/// address.
+/// - On a word boundary, the aligned loads are the words (a shift of 0, or 32 when
+///   `SLACK_AFTER`: `funnel_shift_right` gives its `hi` operand).
+/// - Halfway into a word, each word is the upper half of one aligned word and the lower half
+///   of the next: a funnel shift by 16. The aligned loads then reach 2 bytes past one end of
+///   the field, which must lie inside the block. With `SLACK_AFTER` they start 2 bytes into
+///   the field and end 2 bytes past it, and the 16-bit load gives the field's first 2 bytes.
+///   Otherwise they start 2 bytes before the field (a field at the block's end), and the 16-bit
+///   load gives its last 2 bytes.
+///
+/// Safety: `field` is 2-aligned; `field .. field + 4N` is readable, and so are the 2 bytes
+/// after it (`SLACK_AFTER`) or before it (otherwise).
+#[inline(always)]
+unsafe fn field_words<const N: usize, const SLACK_AFTER: bool>(field: *const u8) -> [u32; N] {
+    // 0 on a word boundary, 2 halfway into a word.
+    let into_word = field as usize & 2;
+    if SLACK_AFTER {
+        let loaded: [u32; N] = core::array::from_fn(|i| block_word(field.add(into_word), i));
+        let head = block_half(field, 0) << 16;
+        let shift = 32 - 8 * into_word as u32;
+        core::array::from_fn(|i| funnel_shift_right(if i == 0 { head } else { loaded[i - 1] }, loaded[i], shift))
+    } else {
+        let loaded: [u32; N] = core::array::from_fn(|i| block_word(field.sub(into_word), i));
+        let tail = block_half(field, 4 * N - 2);
+        let shift = 8 * into_word as u32;
+        core::array::from_fn(|i| funnel_shift_right(loaded[i], if i + 1 < N { loaded[i + 1] } else { tail }, shift))
+    }
+}
+
+/// The f16 scale that opens a 32-weight block of `4N + 2` bytes (q4_0, q5_0, q8_0) and
+/// the `N` words after it ([`field_words`], the scale before them as the slack): `N + 2` loads
+/// instead of a whole-block copy's `2N + 1` (q8_0: 10 instead of 17).
+///
+/// Safety: `block` points at a readable, 2-aligned block of `4N + 2` bytes.
+#[inline(always)]
+unsafe fn scale_and_words<const N: usize>(block: *const u8) -> (u32, [u32; N]) {
+    (block_half(block, 0), field_words::<N, false>(block.add(2)))
 }
 
 /// The f16 with bits `bits`, as f32 (exact).
@@ -390,22 +470,6 @@ fn le_word(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-/// The word at byte `at` of a field of a block read in place (from global memory on the
-/// device), in two 16-bit loads: a block of these formats is 2-aligned and `at` is even, so
-/// each is one aligned `ld.global.b16` instead of two byte loads.
-///
-/// Safety: `bytes` starts at an even offset of a 2-aligned block, `at` is even and
-/// `at + 4 ≤ bytes.len()`.
-#[inline(always)]
-unsafe fn le_word_in_place(bytes: &[u8], at: usize) -> u32 {
-    let half = bytes.as_ptr().add(at) as *const u16;
-    #[cfg(target_arch = "nvptx64")]
-    let (low, high) = (*half, *half.add(1));
-    #[cfg(not(target_arch = "nvptx64"))]
-    let (low, high) = (half.read_unaligned(), half.add(1).read_unaligned());
-    low as u32 | (high as u32) << 16
-}
-
 /// `v` with `k` subtracted from each of its four bytes, as signed bytes. Each byte holds
 /// `0 ≤ x < 0x80 + k`, so adding `0x80 − k` cannot carry into the next byte, and flipping the
 /// sign bit turns the biased `x + 0x80 − k` into `x − k` in two's complement: two instructions
@@ -427,14 +491,26 @@ const fn spread_bits(b: u32) -> u32 {
 /// words 4-7.
 #[inline(always)]
 fn nibble_words(qs: &[u8; QK / 2]) -> [u32; 8] {
-    core::array::from_fn(|w| (le_word(qs, 4 * (w % 4)) >> (4 * (w / 4))) & LOW_NIBBLES)
+    nibble_words_of(core::array::from_fn(|w| le_word(qs, 4 * w)))
+}
+
+/// [`nibble_words`] of `qs` given as four little-endian words.
+#[inline(always)]
+fn nibble_words_of(qs: [u32; 4]) -> [u32; 8] {
+    core::array::from_fn(|w| (qs[w % 4] >> (4 * (w / 4))) & LOW_NIBBLES)
 }
 
 /// [`nibble_words`] with each weight's fifth bit, bit `j` of `qh` (see [`five_bits`]).
 #[inline(always)]
 fn five_bit_words(qs: &[u8; QK / 2], qh: [u8; 4]) -> [u32; 8] {
-    let (nibbles, high) = (nibble_words(qs), u32::from_le_bytes(qh));
-    core::array::from_fn(|w| nibbles[w] | spread_bits(high >> (4 * w)) << 4)
+    five_bit_words_of(core::array::from_fn(|w| le_word(qs, 4 * w)), u32::from_le_bytes(qh))
+}
+
+/// [`five_bit_words`] of `qs` given as four little-endian words and `qh` as one.
+#[inline(always)]
+fn five_bit_words_of(qs: [u32; 4], qh: u32) -> [u32; 8] {
+    let nibbles = nibble_words_of(qs);
+    core::array::from_fn(|w| nibbles[w] | spread_bits(qh >> (4 * w)) << 4)
 }
 
 /// One scale for both halves and no offset.
@@ -506,27 +582,31 @@ pub const fn six_bits(ql: &[u8; QK_K / 2], qh: &[u8; QK_K / 4], e: usize) -> u8 
 
 /// The 2-bit levels of sub-blocks `2c, 2c + 1` of a q2_K/q3_K super-block as value words
 /// ([`two_bits`] of weights `32c ..`: bits `2g..2g+2` of the 32 bytes `qs[32·half ..]`, for
-/// `c = 4·half + g`), read in 16-bit loads.
+/// `c = 4·half + g`), read by [`field_words`] from the block at `block`, whose `qs` starts at
+/// byte `qs_at`.
+///
+/// Safety: `block` points at a readable, 2-aligned q2_K or q3_K block, `qs_at` is its `qs`
+/// offset (even, with more of the block after `qs`: the scales).
 #[inline(always)]
-fn two_bit_words(qs: &[u8; QK_K / 4], c: usize) -> [u32; 8] {
+unsafe fn two_bit_words(block: *const u8, qs_at: usize, c: usize) -> [u32; 8] {
     let (half, group) = (c / 4, c % 4);
-    // SAFETY: qs sits at an even offset of its 2-aligned block (16 in q2_K, 32 in q3_K);
-    // 32·half + 4w + 4 ≤ 64.
-    core::array::from_fn(|w| (unsafe { le_word_in_place(qs, 32 * half + 4 * w) } >> (2 * group)) & 0x0303_0303)
+    field_words::<8, true>(block.add(qs_at + 32 * half)).map(|w| (w >> (2 * group)) & 0x0303_0303)
 }
 
 /// The signed 6-bit levels (`six_bits − 32`) of sub-blocks `2c, 2c + 1` of a q6_K super-block
 /// as value words: for `c = 4n + g`, the 32 bytes `ql[64n + 32·(g % 2) ..]` give 4 bits each
-/// (nibble `g / 2`), the 32 bytes `qh[32n ..]` 2 more (bits `2g..2g+2`), read in 16-bit loads.
+/// (nibble `g / 2`), the 32 bytes `qh[32n ..]` 2 more (bits `2g..2g+2`), read by
+/// [`field_words`].
 #[inline(always)]
-fn six_bit_words(ql: &[u8; QK_K / 2], qh: &[u8; QK_K / 4], c: usize) -> [u32; 8] {
+fn six_bit_words(block: &BlockQ6K, c: usize) -> [u32; 8] {
     let (n, g) = (c / 4, c % 4);
-    core::array::from_fn(|w| {
-        // SAFETY: ql and qh sit at offsets 0 and 128 of the 2-aligned block; the words lie
-        // inside them (64n + 32 + 4w + 4 ≤ 128, 32n + 4w + 4 ≤ 64).
-        let (low, high) = unsafe { (le_word_in_place(ql, 64 * n + 32 * (g % 2) + 4 * w), le_word_in_place(qh, 32 * n + 4 * w)) };
-        minus_per_byte((low >> (4 * (g / 2))) & LOW_NIBBLES | ((high >> (2 * g)) & 0x0303_0303) << 4, 32)
-    })
+    let at = block as *const BlockQ6K as *const u8;
+    // SAFETY: `at` is the 2-aligned block; `ql` (bytes 0-127) is followed by `qh`
+    // (128-191), and `qh` by the scales, so 2 bytes past either field's 32 bytes lie inside it.
+    let (low, high) = unsafe {
+        (field_words::<8, true>(at.add(core::mem::offset_of!(BlockQ6K, ql) + 64 * n + 32 * (g % 2))), field_words::<8, true>(at.add(core::mem::offset_of!(BlockQ6K, qh) + 32 * n)))
+    };
+    core::array::from_fn(|w| minus_per_byte((low[w] >> (4 * (g / 2))) & LOW_NIBBLES | ((high[w] >> (2 * g)) & 0x0303_0303) << 4, 32))
 }
 
 impl BlockFormat for BlockQ4_0 {
@@ -535,6 +615,12 @@ impl BlockFormat for BlockQ4_0 {
     #[inline(always)]
     fn chunk(&self, _: usize) -> Chunk {
         scaled(nibble_words(&self.qs).map(|v| minus_per_byte(v, 8)), half_to_f32(self.d))
+    }
+    /// `d` and `qs` by [`scale_and_words`].
+    #[inline(always)]
+    unsafe fn chunk_at(block: *const Self, _: usize) -> Chunk {
+        let (d, qs) = scale_and_words::<4>(block as *const u8);
+        scaled(nibble_words_of(qs).map(|v| minus_per_byte(v, 8)), f16_bits_to_f32(d))
     }
 }
 
@@ -555,6 +641,12 @@ impl BlockFormat for BlockQ5_0 {
     fn chunk(&self, _: usize) -> Chunk {
         scaled(five_bit_words(&self.qs, self.qh).map(|v| minus_per_byte(v, 16)), half_to_f32(self.d))
     }
+    /// `d`, then `qh` and `qs` as five words, by [`scale_and_words`].
+    #[inline(always)]
+    unsafe fn chunk_at(block: *const Self, _: usize) -> Chunk {
+        let (d, [qh, qs @ ..]) = scale_and_words::<5>(block as *const u8);
+        scaled(five_bit_words_of(qs, qh).map(|v| minus_per_byte(v, 16)), f16_bits_to_f32(d))
+    }
 }
 
 impl BlockFormat for BlockQ5_1 {
@@ -574,6 +666,12 @@ impl BlockFormat for BlockQ8_0 {
     fn chunk(&self, _: usize) -> Chunk {
         scaled(signed_byte_words(&self.qs), half_to_f32(self.d))
     }
+    /// `d` and the 32 values as eight words, by [`scale_and_words`].
+    #[inline(always)]
+    unsafe fn chunk_at(block: *const Self, _: usize) -> Chunk {
+        let (d, values) = scale_and_words::<8>(block as *const u8);
+        scaled(values, f16_bits_to_f32(d))
+    }
 }
 
 impl BlockFormat for BlockQ2K {
@@ -585,7 +683,8 @@ impl BlockFormat for BlockQ2K {
         let (d, min) = (half_to_f32(self.d), half_to_f32(self.dmin));
         let (s0, s1) = (self.scales[2 * c], self.scales[2 * c + 1]);
         Chunk {
-            values: two_bit_words(&self.qs, c),
+            // SAFETY: `self` is a 2-aligned block, its `qs` followed by `d` and `dmin`.
+            values: unsafe { two_bit_words(self as *const Self as *const u8, core::mem::offset_of!(BlockQ2K, qs), c) },
             scale: [d * (s0 & 0xF) as f32, d * (s1 & 0xF) as f32],
             offset: [-(min * (s0 >> 4) as f32), -(min * (s1 >> 4) as f32)],
         }
@@ -601,13 +700,12 @@ impl BlockFormat for BlockQ3K {
         let d = half_to_f32(self.d);
         // The high bit of weight 32c + j is bit c of hmask[j] (see `bit_plane`); with it the
         // level is two_bits + 4·hbit − 4.
-        let levels = two_bit_words(&self.qs, c);
+        let at = self as *const Self as *const u8;
+        // SAFETY: `self` is a 2-aligned block; `hmask` (bytes 0-31) is followed by `qs`, and
+        // `qs` by the scales.
+        let (levels, hmask) = unsafe { (two_bit_words(at, core::mem::offset_of!(BlockQ3K, qs), c), field_words::<8, true>(at.add(core::mem::offset_of!(BlockQ3K, hmask)))) };
         Chunk {
-            values: core::array::from_fn(|w| {
-                // SAFETY: hmask is the first field of the 2-aligned block; 4w + 4 ≤ 32.
-                let high = (unsafe { le_word_in_place(&self.hmask, 4 * w) } >> c) & 0x0101_0101;
-                minus_per_byte(levels[w] | high << 2, 4)
-            }),
+            values: core::array::from_fn(|w| minus_per_byte(levels[w] | ((hmask[w] >> c) & 0x0101_0101) << 2, 4)),
             scale: [d * scale_q3k(2 * c, &self.scales) as f32, d * scale_q3k(2 * c + 1, &self.scales) as f32],
             offset: [0.0, 0.0],
         }
@@ -659,7 +757,7 @@ impl BlockFormat for BlockQ6K {
     fn chunk(&self, c: usize) -> Chunk {
         let d = half_to_f32(self.d);
         Chunk {
-            values: six_bit_words(&self.ql, &self.qh, c),
+            values: six_bit_words(self, c),
             scale: [d * self.scales[2 * c] as f32, d * self.scales[2 * c + 1] as f32],
             offset: [0.0, 0.0],
         }

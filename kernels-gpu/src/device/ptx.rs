@@ -573,6 +573,16 @@ pub fn dp4a(a: u32, b: u32, c: i32) -> i32 {
     out
 }
 
+/// `shf.r.clamp.b32`: the low 32 bits of the 64-bit `hi:lo` shifted right by `shift`, clamped
+/// to 32 (which gives `hi`), in one instruction.
+#[inline(always)]
+pub fn funnel_shift_right(lo: u32, hi: u32, shift: u32) -> u32 {
+    let out: u32;
+    // SAFETY: register-only.
+    unsafe { asm!("shf.r.clamp.b32 {o}, {lo}, {hi}, {s};", o = out(reg32) out, lo = in(reg32) lo, hi = in(reg32) hi, s = in(reg32) shift, options(pure, nomem, nostack)) };
+    out
+}
+
 /// f16 (the low 16 bits of `h`) to f32, exactly.
 #[inline(always)]
 pub fn f16_to_f32(h: u32) -> f32 {

@@ -25,8 +25,8 @@
 //! that share a KV head (GQA) into their rows, so the K/V tile in shared memory serves all of
 //! them (`heads_packed`). Every row of a block reads the same KV head. Each head size has two
 //! entry points: one with the prefill tile (many rows per block) and one with the decode tile
-//! (one 16-row tile whose output columns are spread over several warps, for problems of at
-//! most 16 rows: `attention_config.rs`).
+//! (one 16-row tile whose warps split each key tile, and at the large heads its output
+//! columns too, for problems of at most 16 rows: `attention_config.rs`).
 //!
 //! Warp `w` owns `M_TILES` tiles of 16 rows (row group `w % ROW_WARPS`), the output columns
 //! `((w / ROW_WARPS) % DV_SPLIT)·DVW ..` (`DVW = D_v / DV_SPLIT`) and the keys
@@ -418,7 +418,7 @@ unsafe fn forward<
 >(
     p: &AttentionParams,
 ) {
-    const { assert!(K_STEPS == DK / 16 && S_TILES == BK / KEY_SPLIT / 8 && O_TILES == DV / DV_SPLIT / 8 && THREADS == 32 * ROW_WARPS * DV_SPLIT * KEY_SPLIT) };
+    const { assert!(K_STEPS == DK / 16 && S_TILES * 8 * KEY_SPLIT == BK && S_TILES % 2 == 0 && O_TILES == DV / DV_SPLIT / 8 && THREADS == 32 * ROW_WARPS * DV_SPLIT * KEY_SPLIT) };
     const { assert!(Q_FRAGS == if Q_IN_REGISTERS { K_STEPS } else { 1 } && ROWS == 16 * M_TILES * ROW_WARPS) };
     // The merge of a split launch, launched as a programmatic dependent on sm_90+, may be
     // scheduled now: its blocks wait for this grid's completion before reading anything
@@ -545,9 +545,8 @@ unsafe fn forward<
     let warp_row0 = (warp % ROW_WARPS) * 16 * M_TILES;
     let warp_active = row0 + warp_row0 < rows;
     let dv_col0 = (warp / ROW_WARPS) % DV_SPLIT * (DV / DV_SPLIT);
-    // The warp's keys of every tile: columns `key0 .. key0 + KEYS_PER_WARP` of the stage.
-    const { assert!(BK % (16 * KEY_SPLIT) == 0) };
-    let keys_per_warp = BK / KEY_SPLIT;
+    // The warp's keys of every tile: columns `key0 .. key0 + keys_per_warp` of the stage.
+    let keys_per_warp = S_TILES * 8;
     let key_group = warp / (ROW_WARPS * DV_SPLIT);
     let key0 = key_group * keys_per_warp;
 
@@ -631,7 +630,8 @@ unsafe fn forward<
             let raw = uncut && !general;
             let score_scale = if raw { scale_log2 } else { 1.0 };
             if !raw {
-                // One pass per feature, each behind a block-uniform test, and no branch inside a
+                // (A warp-uniform branch: a warp's keys of the tile are cut or not.) One pass per
+                // feature, each behind a test of the launch's flags, and no branch inside a
                 // pass: every score carries the same straight-line code, in 32-bit integers
                 // (a chain of per-element branches, or 64-bit compares, cost ptxas registers
                 // that the accumulators hold).
@@ -784,10 +784,11 @@ unsafe fn forward<
 
     // ---- Key split: merge the key groups' softmax states into the first group's warps ----
     // Every warp of a later key group leaves its rows' reference maxima, partial denominators
-    // and output accumulators in shared memory (over the finished K/V stages), in its own
-    // fragment layout, lane-major (conflict-free); the first group's warp with the same rows
-    // and columns rescales both sides to the larger reference and adds them, then stores the
-    // rows as without a split. A side whose reference is still −inf saw no visible key: it
+    // and output accumulators in shared memory (from its start, over Q and the K/V stages: the
+    // barrier that opens the merge follows every warp's last read of them and every copy's
+    // arrival), in its own fragment layout, lane-major (conflict-free); the first group's warp
+    // with the same rows and columns rescales both sides to the larger reference and adds
+    // them, then stores the rows as without a split. A side whose reference is still −inf saw no visible key: it
     // holds zeros and weighs 0.
     if KEY_SPLIT > 1 {
         sync_threads();
