@@ -275,7 +275,9 @@ fn chunks_read_with_wide_loads_equal_the_decoded_chunks() {
 
 /// The integer form the GPU kernels compute (`chunk_dot`: int8 chunk values against q8_1
 /// activations, `dp4a`, then the chunk's scales and offsets) against f64 products of the
-/// dequantized weights and the dequantized activations, row by row, in every format.
+/// dequantized weights and the dequantized activations, row by row, in every format; and the
+/// direct path's form of it (the values as stored, `BlockFormat::VALUE_BIAS` taken off the
+/// integer dots) bit for bit against the first.
 #[test]
 fn integer_dot_products_equal_dequantized_products_in_every_format() {
     for format in GgufFormat::ALL {
@@ -288,8 +290,12 @@ fn integer_dot_products_equal_dequantized_products_in_every_format() {
             let x: Vec<f64> = xq.iter().flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d.to_f32() as f64)).collect();
             let reference: f64 = w.iter().zip(&x).map(|(&a, &b)| a as f64 * b).sum();
             let magnitude: f64 = w.iter().zip(&x).map(|(&a, &b)| (a as f64 * b).abs()).sum();
-            let ours = dot_q8_1(format, &weights, &xq).unwrap() as f64;
-            assert!((ours - reference).abs() <= 1e-5 * magnitude, "{format} row {r}: {ours} against {reference} (magnitude {magnitude})");
+            let ours = dot_q8_1(format, &weights, &xq).unwrap();
+            assert!((ours as f64 - reference).abs() <= 1e-5 * magnitude, "{format} row {r}: {ours} against {reference} (magnitude {magnitude})");
+            // The direct path's form: the values as stored, their bias taken off the integer
+            // dots. The same integers, so the same bits.
+            let stored = cukernels::quant::dot_q8_1_with_stored_values(format, &weights, &xq).unwrap();
+            assert_eq!(stored.to_bits(), ours.to_bits(), "{format} row {r}: stored values give {stored}, decoded {ours}");
         }
         assert!(matches!(dot_q8_1(format, &vec![0u8; format.block_bytes()], &[]), Err(Error::InvalidArgument { name: "x", .. })));
     }

@@ -67,7 +67,7 @@ pub fn quantize(format: GgufFormat, x: &[f32]) -> Result<Vec<u8>> {
 /// products ([`chunk_dot`], `dp4a`) scaled by the chunk's and the activations' scales, summed
 /// in order in f32.
 pub fn dot_q8_1(format: GgufFormat, row: &[u8], x: &[BlockQ8_1]) -> Result<f32> {
-    with_block!(format, B => dot_blocks::<B>(row, x))
+    with_block!(format, B => dot_blocks::<B>(row, x, false))
 }
 
 /// Every 32-weight chunk of `bytes` (whole blocks of `format`), in order: the int8 values and
@@ -123,20 +123,31 @@ fn whole_blocks<B: QuantBlock>(name: &'static str, bytes: &[u8]) -> Result<usize
     Ok(bytes.len() / size)
 }
 
-fn dot_blocks<B: QuantBlock>(row: &[u8], x: &[BlockQ8_1]) -> Result<f32> {
+/// [`dot_q8_1`] the way the direct path computes it: each chunk's values as stored
+/// ([`BlockFormat::stored_chunk_at`], read in place), their bias ([`BlockFormat::VALUE_BIAS`])
+/// taken off the integer dots; the same bits as `dot_q8_1` (a CPU test checks it for every
+/// format).
+pub fn dot_q8_1_with_stored_values(format: GgufFormat, row: &[u8], x: &[BlockQ8_1]) -> Result<f32> {
+    with_block!(format, B => dot_blocks::<B>(row, x, true))
+}
+
+fn dot_blocks<B: QuantBlock>(row: &[u8], x: &[BlockQ8_1], stored_values: bool) -> Result<f32> {
     let format = B::FORMAT;
-    let chunks = format.block_elements() / QK;
     let blocks = whole_blocks::<B>("row", row)?;
-    if x.len() != blocks * chunks {
-        return Err(Error::invalid("x", x.len(), format!("the row holds {} weights: {} q8_1 blocks", blocks * format.block_elements(), blocks * chunks)));
+    let per_block = format.block_elements() / QK;
+    if x.len() != blocks * per_block {
+        return Err(Error::invalid("x", x.len(), format!("the row holds {} weights: {} q8_1 blocks", blocks * format.block_elements(), blocks * per_block)));
     }
+    let (chunks, bias) = if stored_values {
+        // SAFETY: `block` is a reference to a block, valid and aligned for `B`; on the host
+        // `stored_chunk_at` reads unaligned.
+        (each_chunk::<B>(row, |block, c| unsafe { B::stored_chunk_at(block, c) })?, B::VALUE_BIAS)
+    } else {
+        (each_chunk::<B>(row, |block, c| block.chunk(c))?, 0)
+    };
     let mut acc = 0f32;
-    for (b, bytes) in row.chunks_exact(std::mem::size_of::<B>()).enumerate() {
-        let block = bytemuck::pod_read_unaligned::<B>(bytes);
-        for c in 0..chunks {
-            let (chunk, act) = (block.chunk(c), &x[b * chunks + c]);
-            acc += chunk_dot(&chunk, B::HAS_OFFSET, &q8_words(act), act.d.to_f32());
-        }
+    for (chunk, act) in chunks.iter().zip(x) {
+        acc += chunk_dot(chunk, bias, B::HAS_OFFSET, &q8_words(act), act.d.to_f32());
     }
     Ok(acc)
 }

@@ -217,6 +217,13 @@ pub trait BlockFormat: Copy {
     /// (q2_K, q3_K, q6_K: a scale per 16 weights). When false, `scale[0] == scale[1]` and
     /// `offset[0] == offset[1]`, and a tensor-core tile takes the chunk in one k32 product.
     const HALF_SCALES: bool = Self::FORMAT.scales_per_16_weights();
+    /// The bias the format stores its values with (q4_0: 8, q5_0: 16, q3_K: 4, q6_K: 32; 0
+    /// for the others): [`chunk`](Self::chunk)'s values are the stored ones less this, per
+    /// byte ([`without_bias`]). The direct path keeps the stored values and takes
+    /// `bias · Σ qx` off each half's integer dot instead ([`chunk_dot`]: the same integer, so
+    /// the same bits), which saves the two instructions per word that the subtraction costs
+    /// for every feature: `Σ qx` is the slot's, one for all the features a lane decodes.
+    const VALUE_BIAS: u32 = 0;
     /// Chunk `c` (`0 .. block_elements / 32`) of the block.
     fn chunk(&self, c: usize) -> Chunk;
 
@@ -253,6 +260,35 @@ pub trait BlockFormat: Copy {
             (*block).chunk(c)
         }
     }
+
+    /// [`chunk`](Self::chunk) with the values as stored, [`VALUE_BIAS`](Self::VALUE_BIAS)
+    /// more per byte: for an unbiased format, `chunk` (every biased one overrides it, and
+    /// takes `chunk` as [`without_bias`] of it).
+    #[inline(always)]
+    fn stored_chunk(&self, c: usize) -> Chunk {
+        self.chunk(c)
+    }
+
+    /// [`chunk_at`](Self::chunk_at) with the values as stored: for an unbiased format,
+    /// `chunk_at`; for a biased one, [`stored_chunk`](Self::stored_chunk) in place (q3_K and
+    /// q6_K decode so), unless it reads wider (q4_0 and q5_0 override it).
+    ///
+    /// # Safety
+    /// As [`chunk_at`](Self::chunk_at).
+    #[inline(always)]
+    unsafe fn stored_chunk_at(block: *const Self, c: usize) -> Chunk {
+        if Self::VALUE_BIAS == 0 {
+            Self::chunk_at(block, c)
+        } else {
+            (*block).stored_chunk(c)
+        }
+    }
+}
+
+/// `chunk` with `B`'s [`VALUE_BIAS`](BlockFormat::VALUE_BIAS) taken off every value.
+#[inline(always)]
+pub fn without_bias<B: BlockFormat>(chunk: Chunk) -> Chunk {
+    Chunk { values: chunk.values.map(|v| minus_per_byte(v, B::VALUE_BIAS)), ..chunk }
 }
 
 /// The `T` (a `u16` or `u32`) at `at`, a field of a block read in place: an aligned load on
@@ -422,11 +458,13 @@ fn signed_byte_words(qs: &[i8; QK]) -> [u32; 8] {
 /// `Σ_j w_j · x_j` over a chunk's 32 weights and the 32 activations `x_j = dx · q_j` of a q8_1
 /// block (`words` = [`q8_words`]): per half `h`, `scale[h]·dx·Σ v·q` (8 `dp4a`) plus, for a
 /// format with offsets (`has_offset`: [`BlockFormat::HAS_OFFSET`], a constant at every call
-/// site), `offset[h]·dx·Σ q` (the activations' sum over the half, 4 more
-/// `dp4a` against ones). The integer sums are exact; what rounds is the f32 scaling, as in
-/// ggml's `vec_dot_*_q8_1`.
+/// site), `offset[h]·dx·Σ q` (the activations' sum over the half, 4 more `dp4a` against
+/// ones). With the values as stored (`bias`: [`BlockFormat::VALUE_BIAS`],
+/// [`BlockFormat::stored_chunk_at`]; 0 for a chunk whose bias is off), `bias · Σ q` comes off
+/// each half's integer dot, which gives the same integer as the unbiased values. The integer
+/// sums are exact; what rounds is the f32 scaling, as in ggml's `vec_dot_*_q8_1`.
 #[inline(always)]
-pub fn chunk_dot(chunk: &Chunk, has_offset: bool, words: &[u32; 8], dx: f32) -> f32 {
+pub fn chunk_dot(chunk: &Chunk, bias: u32, has_offset: bool, words: &[u32; 8], dx: f32) -> f32 {
     const ONES: u32 = 0x0101_0101;
     let mut acc = 0f32;
     let mut h = 0;
@@ -435,11 +473,13 @@ pub fn chunk_dot(chunk: &Chunk, has_offset: bool, words: &[u32; 8], dx: f32) -> 
         let mut w = 4 * h;
         while w < 4 * h + 4 {
             dot = dp4a(chunk.values[w], words[w], dot);
-            if has_offset {
+            if has_offset || bias != 0 {
                 sum = dp4a(ONES, words[w], sum);
             }
             w += 1;
         }
+        // Σ (v − bias)·qx = Σ v·qx − bias·Σ qx, exactly (small integers).
+        let dot = dot - bias as i32 * sum;
         acc += chunk.scale[h] * dx * dot as f32;
         if has_offset {
             acc += chunk.offset[h] * dx * sum as f32;
@@ -593,8 +633,8 @@ unsafe fn two_bit_words(block: *const u8, qs_at: usize, c: usize) -> [u32; 8] {
     field_words::<8, true>(block.add(qs_at + 32 * half)).map(|w| (w >> (2 * group)) & 0x0303_0303)
 }
 
-/// The signed 6-bit levels (`six_bits − 32`) of sub-blocks `2c, 2c + 1` of a q6_K super-block
-/// as value words: for `c = 4n + g`, the 32 bytes `ql[64n + 32·(g % 2) ..]` give 4 bits each
+/// The 6-bit values as stored ([`six_bits`], 32 more than the levels) of sub-blocks
+/// `2c, 2c + 1` of a q6_K super-block as value words: for `c = 4n + g`, the 32 bytes `ql[64n + 32·(g % 2) ..]` give 4 bits each
 /// (nibble `g / 2`), the 32 bytes `qh[32n ..]` 2 more (bits `2g..2g+2`), read by
 /// [`field_words`].
 #[inline(always)]
@@ -606,21 +646,31 @@ fn six_bit_words(block: &BlockQ6K, c: usize) -> [u32; 8] {
     let (low, high) = unsafe {
         (field_words::<8, true>(at.add(core::mem::offset_of!(BlockQ6K, ql) + 64 * n + 32 * (g % 2))), field_words::<8, true>(at.add(core::mem::offset_of!(BlockQ6K, qh) + 32 * n)))
     };
-    core::array::from_fn(|w| minus_per_byte((low[w] >> (4 * (g / 2))) & LOW_NIBBLES | ((high[w] >> (2 * g)) & 0x0303_0303) << 4, 32))
+    core::array::from_fn(|w| (low[w] >> (4 * (g / 2))) & LOW_NIBBLES | ((high[w] >> (2 * g)) & 0x0303_0303) << 4)
 }
 
 impl BlockFormat for BlockQ4_0 {
     const FORMAT: GgufFormat = GgufFormat::Q4_0;
     const HAS_OFFSET: bool = false;
+    /// `d · (q − 8)`.
+    const VALUE_BIAS: u32 = 8;
     #[inline(always)]
-    fn chunk(&self, _: usize) -> Chunk {
-        scaled(nibble_words(&self.qs).map(|v| minus_per_byte(v, 8)), half_to_f32(self.d))
+    fn chunk(&self, c: usize) -> Chunk {
+        without_bias::<Self>(self.stored_chunk(c))
+    }
+    #[inline(always)]
+    fn stored_chunk(&self, _: usize) -> Chunk {
+        scaled(nibble_words(&self.qs), half_to_f32(self.d))
+    }
+    #[inline(always)]
+    unsafe fn chunk_at(block: *const Self, c: usize) -> Chunk {
+        without_bias::<Self>(Self::stored_chunk_at(block, c))
     }
     /// `d` and `qs` by [`scale_and_words`].
     #[inline(always)]
-    unsafe fn chunk_at(block: *const Self, _: usize) -> Chunk {
+    unsafe fn stored_chunk_at(block: *const Self, _: usize) -> Chunk {
         let (d, qs) = scale_and_words::<4>(block as *const u8);
-        scaled(nibble_words_of(qs).map(|v| minus_per_byte(v, 8)), f16_bits_to_f32(d))
+        scaled(nibble_words_of(qs), f16_bits_to_f32(d))
     }
 }
 
@@ -637,15 +687,25 @@ impl BlockFormat for BlockQ4_1 {
 impl BlockFormat for BlockQ5_0 {
     const FORMAT: GgufFormat = GgufFormat::Q5_0;
     const HAS_OFFSET: bool = false;
+    /// `d · (q − 16)`.
+    const VALUE_BIAS: u32 = 16;
     #[inline(always)]
-    fn chunk(&self, _: usize) -> Chunk {
-        scaled(five_bit_words(&self.qs, self.qh).map(|v| minus_per_byte(v, 16)), half_to_f32(self.d))
+    fn chunk(&self, c: usize) -> Chunk {
+        without_bias::<Self>(self.stored_chunk(c))
+    }
+    #[inline(always)]
+    fn stored_chunk(&self, _: usize) -> Chunk {
+        scaled(five_bit_words(&self.qs, self.qh), half_to_f32(self.d))
+    }
+    #[inline(always)]
+    unsafe fn chunk_at(block: *const Self, c: usize) -> Chunk {
+        without_bias::<Self>(Self::stored_chunk_at(block, c))
     }
     /// `d`, then `qh` and `qs` as five words, by [`scale_and_words`].
     #[inline(always)]
-    unsafe fn chunk_at(block: *const Self, _: usize) -> Chunk {
+    unsafe fn stored_chunk_at(block: *const Self, _: usize) -> Chunk {
         let (d, [qh, qs @ ..]) = scale_and_words::<5>(block as *const u8);
-        scaled(five_bit_words_of(qs, qh).map(|v| minus_per_byte(v, 16)), f16_bits_to_f32(d))
+        scaled(five_bit_words_of(qs, qh), f16_bits_to_f32(d))
     }
 }
 
@@ -694,18 +754,23 @@ impl BlockFormat for BlockQ2K {
 impl BlockFormat for BlockQ3K {
     const FORMAT: GgufFormat = GgufFormat::Q3K;
     const HAS_OFFSET: bool = false;
-    /// Sub-blocks `2c` and `2c + 1`: `d · (sc − 32) · (q − 4·!hbit)`.
+    /// The level is `two_bits + 4·hbit − 4`.
+    const VALUE_BIAS: u32 = 4;
     #[inline(always)]
     fn chunk(&self, c: usize) -> Chunk {
+        without_bias::<Self>(self.stored_chunk(c))
+    }
+    /// Sub-blocks `2c` and `2c + 1`: `d · (sc − 32) · (q − 4·!hbit)`, `q + 4·hbit` as stored.
+    #[inline(always)]
+    fn stored_chunk(&self, c: usize) -> Chunk {
         let d = half_to_f32(self.d);
-        // The high bit of weight 32c + j is bit c of hmask[j] (see `bit_plane`); with it the
-        // level is two_bits + 4·hbit − 4.
+        // The high bit of weight 32c + j is bit c of hmask[j] (see `bit_plane`).
         let at = self as *const Self as *const u8;
         // SAFETY: `self` is a 2-aligned block; `hmask` (bytes 0-31) is followed by `qs`, and
         // `qs` by the scales.
         let (levels, hmask) = unsafe { (two_bit_words(at, core::mem::offset_of!(BlockQ3K, qs), c), field_words::<8, true>(at.add(core::mem::offset_of!(BlockQ3K, hmask)))) };
         Chunk {
-            values: core::array::from_fn(|w| minus_per_byte(levels[w] | ((hmask[w] >> c) & 0x0101_0101) << 2, 4)),
+            values: core::array::from_fn(|w| levels[w] | ((hmask[w] >> c) & 0x0101_0101) << 2),
             scale: [d * scale_q3k(2 * c, &self.scales) as f32, d * scale_q3k(2 * c + 1, &self.scales) as f32],
             offset: [0.0, 0.0],
         }
@@ -752,9 +817,16 @@ impl BlockFormat for BlockQ5K {
 impl BlockFormat for BlockQ6K {
     const FORMAT: GgufFormat = GgufFormat::Q6K;
     const HAS_OFFSET: bool = false;
-    /// Sub-blocks `2c` and `2c + 1`: `d · sc · (q − 32)`.
+    /// `d · sc · (q − 32)`.
+    const VALUE_BIAS: u32 = 32;
     #[inline(always)]
     fn chunk(&self, c: usize) -> Chunk {
+        without_bias::<Self>(self.stored_chunk(c))
+    }
+    /// Sub-blocks `2c` and `2c + 1`: `d · sc · q`, the 6-bit `q` as stored (32 more than the
+    /// level).
+    #[inline(always)]
+    fn stored_chunk(&self, c: usize) -> Chunk {
         let d = half_to_f32(self.d);
         Chunk {
             values: six_bit_words(self, c),

@@ -407,13 +407,19 @@ unsafe fn block_of_chunk<B: BlockFormat>(row: *const u8, kc: usize) -> *const B 
 }
 
 /// Chunk `kc` (32 weights) of the weight row at `row`, decoded from global memory with the
-/// format's widest loads ([`BlockFormat::chunk_at`]).
+/// format's widest loads ([`BlockFormat::chunk_at`]; with `STORED`, its values as stored,
+/// [`BlockFormat::stored_chunk_at`]).
 ///
 /// Safety: `row` points at a weight row of blocks `B` in global memory, aligned to the
 /// format's `block_alignment`, with chunk `kc` inside it.
 #[inline(always)]
-unsafe fn weight_chunk<B: BlockFormat>(row: *const u8, kc: usize) -> Chunk {
-    B::chunk_at(block_of_chunk::<B>(row, kc), kc % chunks_per_block::<B>())
+unsafe fn weight_chunk<B: BlockFormat, const STORED: bool>(row: *const u8, kc: usize) -> Chunk {
+    let (block, c) = (block_of_chunk::<B>(row, kc), kc % chunks_per_block::<B>());
+    if STORED {
+        B::stored_chunk_at(block, c)
+    } else {
+        B::chunk_at(block, c)
+    }
 }
 
 /// The activation row (of `x_q`) that slot `slot` reads.
@@ -487,7 +493,7 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
             let valid: [bool; FEATURES] = core::array::from_fn(|f| feature0 + f < p.n as usize);
             let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| {
                 let j = (feature0 + f).min(p.n as usize - 1);
-                weight_chunk::<B>(expert_weights.add(j * row_bytes), kc)
+                weight_chunk::<B, false>(expert_weights.add(j * row_bytes), kc)
             });
             for r in 0..ROWS {
                 if r < rows {
@@ -497,7 +503,7 @@ unsafe fn mul_mat_id<B: BlockFormat, const ROWS: usize, const WARPS: usize, cons
                     let dx = *smem_d.add(r * STEP_CHUNKS + lane);
                     for f in 0..FEATURES {
                         if valid[f] {
-                            acc[f][r] += chunk_dot(&chunks[f], B::HAS_OFFSET, &words, dx);
+                            acc[f][r] += chunk_dot(&chunks[f], 0, B::HAS_OFFSET, &words, dx);
                         }
                     }
                 }
@@ -711,7 +717,7 @@ unsafe fn mul_mat_id_mma<B: BlockFormat, const ROWS: usize, const WARPS: usize, 
                 let kc = chunk0 + c;
                 if b < chunks_in_flight && batch_start + b < per_thread && c < step_chunks {
                     let j = (feature_base + f).min(n - 1);
-                    chunks[b] = weight_chunk::<B>(expert_weights.add(j * row_bytes), kc);
+                    chunks[b] = weight_chunk::<B, false>(expert_weights.add(j * row_bytes), kc);
                 }
             }
             #[allow(clippy::needless_range_loop)]
@@ -1009,12 +1015,14 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
     let mut acc = [0f32; FEATURES];
     let mut kc = lane;
     while kc < k_chunks {
-        let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| weight_chunk::<B>(rows[f], kc));
+        // The values as stored: their bias comes off the integer dots (`chunk_dot`), against
+        // the slot's activation sums, one for every feature.
+        let chunks: [Chunk; FEATURES] = core::array::from_fn(|f| weight_chunk::<B, true>(rows[f], kc));
         let (lo, hi) = (load_global_u32x4(x_q.add(kc * CHUNK_WORDS)), load_global_u32x4(x_q.add(kc * CHUNK_WORDS + 4)));
         let words = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
         let dx = *x_d.add(kc);
         for f in 0..FEATURES {
-            acc[f] += chunk_dot(&chunks[f], B::HAS_OFFSET, &words, dx);
+            acc[f] += chunk_dot(&chunks[f], B::VALUE_BIAS, B::HAS_OFFSET, &words, dx);
         }
         kc += LANES as usize;
     }
