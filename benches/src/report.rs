@@ -3,7 +3,7 @@
 //! README.md ("Reading the report").
 
 use crate::resources::{find_ptxas, ptxas_resources, KernelResources};
-use cukernels::{artifacts, decode_features_per_warp, moe_config, sgemm_config, Arch, ArtifactKind, GgufFormat, MoePath, SgemmVariant};
+use cukernels::{artifacts, decode_features_per_warp, direct_features_per_warp, moe_config, sgemm_config, Arch, ArtifactKind, GgufFormat, MoePath, SgemmVariant};
 use std::fmt::Write;
 
 /// The config table: one line per (architecture, variant).
@@ -124,8 +124,10 @@ pub fn config_table() -> String {
             )
             .unwrap();
         }
-        let per_format: Vec<String> = GgufFormat::ALL.iter().map(|&f| format!("{f} {}", decode_features_per_warp(arch, f))).collect();
-        writeln!(s, "{:<7} decode and direct features per warp by format (the rows show q4_0's): {}", arch.name(), per_format.join(", ")).unwrap();
+        for (path, features) in [("decode", decode_features_per_warp as fn(Arch, GgufFormat) -> u32), ("direct", direct_features_per_warp)] {
+            let per_format: Vec<String> = GgufFormat::ALL.iter().map(|&f| format!("{f} {}", features(arch, f))).collect();
+            writeln!(s, "{:<7} {path} features per warp by format (the rows show q4_0's): {}", arch.name(), per_format.join(", ")).unwrap();
+        }
     }
     s
 }

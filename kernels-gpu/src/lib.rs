@@ -40,7 +40,7 @@ pub use attention_config::{
 };
 pub use family::{ArtifactKind, KernelFamily, KernelSpec};
 pub use moe_config::{
-    decode_features_per_warp, moe_config, moe_kernel_index, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoePath, MoeTile, MOE_CHUNKS_PER_STEP, MOE_CONFIGS, MOE_KERNELS, MOE_PREPARE_THREADS,
+    decode_features_per_warp, direct_features_per_warp, moe_config, moe_kernel_index, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoePath, MoeTile, MOE_CHUNKS_PER_STEP, MOE_CONFIGS, MOE_KERNELS, MOE_PREPARE_THREADS,
     MOE_QUANTIZE_VALUES_PER_THREAD,
 };
 pub use sgemm_config::{

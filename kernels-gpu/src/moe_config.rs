@@ -212,7 +212,8 @@ pub struct MoeArchConfig {
 
 impl MoeArchConfig {
     /// The tile of `path` for weights in `format`: the decode tile takes as many features
-    /// per warp as the format's decode leaves registers for ([`decode_features_per_warp`]).
+    /// per warp as the format's decode leaves registers for ([`decode_features_per_warp`]),
+    /// the direct path as many as pay there ([`direct_features_per_warp`]).
     pub const fn tile(&self, path: MoePath, format: GgufFormat) -> MoeTile {
         match path {
             MoePath::Decode => {
@@ -223,7 +224,7 @@ impl MoeArchConfig {
             MoePath::TiledTall => self.tall,
             MoePath::Direct => {
                 let MoeDecodeShape { rows, warps, blocks_per_sm } = self.direct;
-                MoeTile { rows, warps, features_per_warp: decode_features_per_warp(self.arch, format), blocks_per_sm, engine: MoeEngine::Dp4aRow }
+                MoeTile { rows, warps, features_per_warp: direct_features_per_warp(self.arch, format), blocks_per_sm, engine: MoeEngine::Dp4aRow }
             }
         }
     }
@@ -282,6 +283,20 @@ pub const fn decode_features_per_warp(arch: Arch, format: GgufFormat) -> u32 {
         GgufFormat::Q3K | GgufFormat::Mxfp4 => 1,
         GgufFormat::Q2K | GgufFormat::Iq4Nl | GgufFormat::Iq4Xs => 2,
         GgufFormat::Q4_0 | GgufFormat::Q4_1 | GgufFormat::Q5_0 | GgufFormat::Q5_1 | GgufFormat::Q8_0 | GgufFormat::Q4K | GgufFormat::Q5K | GgufFormat::Q6K => 4,
+    }
+}
+
+/// Features per warp of the direct path, per format: the decode tile's
+/// ([`decode_features_per_warp`]) but for q4_K and q6_K, which take 2. Their direct kernels
+/// used all 128 registers at 4 features (four 4-warp blocks per SM, 25% occupancy) and waited
+/// on their loads (ncu, H200: long scoreboard 2.4-3.2 cycles per issued instruction, DRAM at
+/// 36-42% of peak). With 2 features a warp has fewer loads in flight but the SM more warps:
+/// H200 A/B at T = 8, q6_K 1.11-1.14x (Qwen3 41.8 -> 37.0 µs), q4_K 0.98-1.03x. The decode
+/// tile, whose lanes hold 8 rows of sums per feature, lost 10-21% with 2 (it keeps 4).
+pub const fn direct_features_per_warp(arch: Arch, format: GgufFormat) -> u32 {
+    match format {
+        GgufFormat::Q4K | GgufFormat::Q6K => 2,
+        _ => decode_features_per_warp(arch, format),
     }
 }
 
