@@ -154,9 +154,15 @@ fn decode_packs_query_heads_and_splits_the_keys() {
     assert_eq!(p.heads_packed, 4);
     assert!(p.decode && p.block == row.decode_tile(AttentionHead::D128).threads(), "{p:?}");
     assert_eq!(p.smem_bytes, row.decode_tile(AttentionHead::D128).smem_bytes(AttentionHead::D128));
-    assert!(p.splits > 1 && p.grid.0 * p.grid.1 * p.grid.2 >= 132, "{p:?}");
-    // One wave: every block of the split launch is resident at once.
-    assert!(p.grid.0 * p.grid.1 * p.grid.2 <= 132 * row.decode_tile(AttentionHead::D128).blocks_per_sm, "{p:?}");
+    // At 16k keys (8 MiB of K and V per KV head) a split of one block per SM still reads
+    // 512 KiB: 16 splits of the 8 groups, 128 blocks.
+    assert_eq!((p.splits, p.grid.0 * p.grid.1 * p.grid.2), (16, 128), "{p:?}");
+    // At 8k it would read 256 KiB: one wave of the tile's blocks per SM instead, every block
+    // resident at once (32 splits: none under MIN_SPLIT_KV_BYTES).
+    let p = plan(&Attention::new(1, 1, 8192, 32, 8, 128)).unwrap();
+    let wave = 132 * row.decode_tile(AttentionHead::D128).blocks_per_sm;
+    assert!(p.splits > 16 && p.grid.0 * p.grid.1 * p.grid.2 > 132, "{p:?}");
+    assert!(p.grid.0 * p.grid.1 * p.grid.2 <= wave && (p.splits as u64) * 128 * 1024 <= 8192 * 256 * 2, "{p:?}");
     // The merge overlaps the split launch (PDL) on sm_90+ builds only.
     assert!(p.merge_overlaps_split);
     let one_sequence = Attention::new(1, 1, 16384, 32, 8, 128);

@@ -44,6 +44,15 @@ use cukernels_gpu::{
 
 /// Most blocks in a grid's y or z dimension.
 const MAX_GRID_YZ: usize = 65535;
+/// K and V bytes per split from which the split rule gives each SM one block rather than a
+/// wave of the decode tile's `blocks_per_sm`: a block then has enough keys that its fixed
+/// costs (Q, its pipeline's first tiles, its partial rows) matter less than the SM's share of
+/// the merge and of the blocks' starts. The H200's split sweep with the key split
+/// (`benches/results/2026-12-04-h200-attention-4349887-dirty-decode-split-sweep.jsonl`, head
+/// 128, GQA 4, 2 blocks per SM): one sequence at 16k keys took 26.4 µs over 16 splits of
+/// 512 KiB against 27.7 over 33; at 8k, 16 splits of 256 KiB took 17.7 µs against 16.5 over
+/// 32; at 128k 138 against 137 (even).
+const LONG_SPLIT_KV_BYTES: usize = 512 * 1024;
 /// Most blocks in a grid's x dimension.
 const MAX_GRID_X: usize = i32::MAX as usize;
 
@@ -614,7 +623,8 @@ impl Attention {
             None => {
                 // As many splits as one wave of blocks holds (every block resident at once: a
                 // second, partial wave measured slower than fewer, longer splits), none shorter
-                // than MIN_SPLIT_KV_BYTES of K and V.
+                // than MIN_SPLIT_KV_BYTES of K and V; but one block per SM where each split
+                // still reads LONG_SPLIT_KV_BYTES that way.
                 let blocks = row_tiles * groups;
                 let one_wave = sm_count as usize * tile.blocks_per_sm as usize;
                 let kv_bytes = a.seqlen_k * (head.dk() + head.dv()) as usize * 2;
@@ -622,7 +632,12 @@ impl Attention {
                 if blocks == 0 {
                     1
                 } else {
-                    (one_wave / blocks).clamp(1, most)
+                    let one_per_sm = (sm_count as usize / blocks).clamp(1, most);
+                    if kv_bytes / one_per_sm >= LONG_SPLIT_KV_BYTES {
+                        one_per_sm
+                    } else {
+                        (one_wave / blocks).clamp(1, most)
+                    }
                 }
             }
         };

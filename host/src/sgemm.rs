@@ -854,10 +854,17 @@ pub const TINY_SHORT_K: usize = 16;
 pub const TINY_SHORT_K_MAX_TILE_USE: f64 = 0.8;
 
 /// The dispatcher picks `tiny` at any k when the block tiles that fit a problem best would
-/// leave at least three quarters of their FMAs on rows and columns past its edges (a batch of
-/// 8×8 products in 64×64 tiles uses 1.6% of them). Same sweep, k > 16: of the 28 shapes
-/// `tiny` took by this rule, 21 ran within 10% of the best kernel or faster (0.29-1.01×),
-/// 7 were 1.11-1.42× slower.
+/// leave at least three quarters of their FMAs past its edges (`best_tile_use_in_k`): on
+/// rows and columns (a batch of 8×8 products in 64×64 tiles uses 1.6% of them), or in the
+/// depth of their k-steps (k = 2 fills an eighth of a 16-deep one; `tiny` has no k-step, its
+/// lanes loop over k itself). Same sweep, k > 16: of the 28 shapes `tiny` took by the rows
+/// and columns, 21 ran within 10% of the best kernel or faster (0.29-1.01×), 7 were
+/// 1.11-1.42× slower. The depth was added later (2026-12-03, `da89e30-dirty-short-k-tiles`
+/// runs of two seeds, every candidate timed, `scripts/sgemm-regret.py`): it moved 19 of their
+/// 320 random shapes to `tiny`, 14 of them with k ≤ 4 on tiles at least 81% used on rows and
+/// columns (where the tiles' one k-step is mostly padding), the others with k = 5-112 on
+/// tiles 27-47% used; `tiny` was the fastest candidate on all 19, 1.04-1.91× faster than the
+/// tile the dispatcher had chosen. Not refitted: the same quarter as for rows and columns.
 pub const TINY_MAX_TILE_USE: f64 = 0.25;
 
 /// The block tiles the cost model weighs at a short k (`k ≤ TINY_SHORT_K`, where `tiny` did not
@@ -875,11 +882,26 @@ pub const SHORT_K_TILES: [SgemmVariant; 2] = [SgemmVariant::Small, SgemmVariant:
 /// The fraction of a block tile's elements that lie inside an `m × n` C, for the tile kernels
 /// shaped for small problems (`small` and `skinny`), the better of the two.
 pub fn best_tile_use(m: usize, n: usize, row: &SgemmArchConfig) -> f64 {
+    small_tiles_use(m, n, None, row)
+}
+
+/// The same, for the FMAs of an `m × n × k` problem: the k loop runs in whole k-steps of `bk`,
+/// so a tile also computes `k.div_ceil(bk) · bk − k` steps of padding (none at k = 0, which
+/// has no k-step). At most [`best_tile_use`].
+fn best_tile_use_in_k(m: usize, n: usize, k: usize, row: &SgemmArchConfig) -> f64 {
+    small_tiles_use(m, n, Some(k), row)
+}
+
+fn small_tiles_use(m: usize, n: usize, k: Option<usize>, row: &SgemmArchConfig) -> f64 {
     [SgemmVariant::Small, SgemmVariant::Skinny]
         .iter()
         .map(|&v| {
             let t = row.tile(v);
-            (m as f64 * n as f64) / (t.tile_count(m, n) as f64 * (t.bm * t.bn) as f64)
+            let depth = match k {
+                Some(k) if k > 0 => k as f64 / (k.div_ceil(t.bk as usize) * t.bk as usize) as f64,
+                _ => 1.0,
+            };
+            (m as f64 * n as f64) / (t.tile_count(m, n) as f64 * (t.bm * t.bn) as f64) * depth
         })
         .fold(0.0, f64::max)
 }
@@ -995,9 +1017,10 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// A short k is the exception: from [`GEMV_TINY_OUTPUTS`] outputs on, a product with
 /// `k < GEMV_MIN_K` goes to the rules below like any other.
 /// Next, `tiny` takes problems that the small tiles would mostly pad ([`TINY_MAX_TILE_USE`],
-/// [`best_tile_use`]: batches of tiny matrices, matrices with a handful of rows or columns
-/// and a k too short for `gemv`) and, with a short k ([`TINY_SHORT_K`]), those they would
-/// not fill well ([`TINY_SHORT_K_MAX_TILE_USE`]).
+/// `best_tile_use_in_k`: batches of tiny matrices, matrices with a handful of rows or columns
+/// and a k too short for `gemv`, a k of a few products) and, with a short k ([`TINY_SHORT_K`]),
+/// those they would not fill well on rows and columns ([`TINY_SHORT_K_MAX_TILE_USE`],
+/// [`best_tile_use`]).
 /// Otherwise every
 /// candidate ([`kernel_candidates`]; at a short k only [`SHORT_K_TILES`]) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
@@ -1016,8 +1039,8 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArch
     if m.min(n) <= GEMV_DISPATCH_MAX && (k >= GEMV_MIN_K || tiny) {
         return SgemmVariant::Gemv.into();
     }
-    let tile_use = best_tile_use(m, n, row);
-    if m.min(n) >= 1 && (tile_use <= TINY_MAX_TILE_USE || (k <= TINY_SHORT_K && tile_use <= TINY_SHORT_K_MAX_TILE_USE)) {
+    let padded = best_tile_use_in_k(m, n, k, row) <= TINY_MAX_TILE_USE;
+    if m.min(n) >= 1 && (padded || (k <= TINY_SHORT_K && best_tile_use(m, n, row) <= TINY_SHORT_K_MAX_TILE_USE)) {
         return SgemmVariant::Tiny.into();
     }
     let sms = sm_count.max(1) as f64;

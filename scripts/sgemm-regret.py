@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Dispatch regret of the randomized SGEMM sweep, and offline what-ifs of the dispatcher's rule.
+
+Reads `cukernels-bench` JSON lines (every candidate kernel timed, `variant_ms`) and, for the
+"random" rows, reports the fraction whose chosen kernel is within 10% of the fastest candidate
+(regret = chosen ms / best ms - 1), the geomean of chosen/best, and the misses with the
+features that matter to the rule (canonical m × n, k, batch, tile use, blocks and waves of
+the 64 × 64 tiles, outputs, bytes per output).
+
+The dispatcher (`choose_kernel`, host/src/sgemm.rs) is ported below for the sm_90 row and the
+H200's 132 SMs, with the handle's own workspace, so that a rule can be tried against the
+recorded timings without a GPU. `--rule current` is the rule in the code now, `--rule
+before-k-depth` the one before the `tiny` rule counted the k-step's padding (2026-12-04); a
+new rule to try goes beside them. The port is checked against the recorded choice on every
+row, with the rule the file was recorded with (`--recorded-with`, default current; da89e30's
+runs were recorded before-k-depth). Usage:
+
+    python3 scripts/sgemm-regret.py [--rule recorded|current|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
+
+Stdlib only. The port must follow the Rust code: change both together.
+"""
+import argparse
+import json
+import math
+
+SMS = 132
+GEMV_DISPATCH_MAX = 4
+GEMV_MIN_K = 128
+GEMV_TINY_OUTPUTS = 16_384
+TINY_SHORT_K = 16
+TINY_SHORT_K_MAX_TILE_USE = 0.8
+TINY_MAX_TILE_USE = 0.25
+BLOCK_OVERHEAD_K_STEPS = 3.6
+SPLIT_OVERHEAD_K_STEPS = 2.1
+SPLIT_OVERHEAD_PER_BLOCK_K_STEPS = 0.86
+WORKSPACE_SPLIT_OVERHEAD_K_STEPS = 4.0
+WORKSPACE_SPLIT_READ_K_STEPS = 4.0
+K_SPLIT_CANDIDATES = [2, 3, 5, 7]
+WORKSPACE_MIN_K_STEPS_PER_SPLIT = 8
+MAX_WORKSPACE_K_SPLITS = 1024
+WORKSPACE_BYTES_PER_COUNTER = 2048
+WORKSPACE_ALIGN = 256
+
+# The sm_90 row: (bm, bn, bk, tm, tn, blocks_per_sm); every tile up to 64 × 64 splits k
+# (over a cluster too: sm_90 has clusters and their partial tiles fit).
+TILES = {
+    "huge": (128, 256, 16, 8, 16, 1),
+    "large": (128, 128, 16, 8, 8, 2),
+    "medium": (64, 64, 16, 8, 8, 6),
+    "small": (64, 64, 16, 8, 8, 8),
+    "skinny": (16, 64, 32, 4, 4, 3),
+}
+TILED = ["huge", "large", "medium", "small", "skinny"]
+SPEED = {"huge": (1.08, 1.5), "large": (0.95, 1.9), "medium": (0.96, 2.1), "small": (0.9, 1.9), "skinny": (0.86, 3.5)}
+SHORT_K_TILES = ["small", "medium"]
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def tile_count(v, m, n):
+    bm, bn = TILES[v][:2]
+    return cdiv(m, bm) * cdiv(n, bn)
+
+
+def splits_k(v):
+    return TILES[v][0] * TILES[v][1] <= 64 * 64
+
+
+def layout_of(nbytes):
+    counters = nbytes // WORKSPACE_BYTES_PER_COUNTER
+    off = min(cdiv(counters * 4, WORKSPACE_ALIGN) * WORKSPACE_ALIGN, nbytes)
+    return counters, nbytes - off
+
+
+def fits(ws, slots, partial):
+    counters, pb = layout_of(ws)
+    return slots <= counters and partial <= pb
+
+
+def bytes_for(slots, partial):
+    need = partial
+    floor = need // (WORKSPACE_BYTES_PER_COUNTER // 4) // WORKSPACE_ALIGN * WORKSPACE_ALIGN
+    b = need + floor
+    while not fits(b, slots, partial):
+        b += WORKSPACE_ALIGN
+    return b
+
+
+def default_workspace():
+    slots = partial = 0
+    for v in TILED:
+        if splits_k(v):
+            bm, bn, _, _, _, bps = TILES[v]
+            wave = SMS * bps
+            slots, partial = max(slots, wave // 2), max(partial, wave * bm * bn * 4)
+    return bytes_for(slots, partial)
+
+
+WORKSPACE = default_workspace()
+
+
+def best_tile_use(m, n):
+    return max(m * n / (tile_count(v, m, n) * TILES[v][0] * TILES[v][1]) for v in ("small", "skinny"))
+
+
+def candidates(m, n, k, batch):
+    out = []
+    for v in TILED:
+        out.append((v, 1, "c"))
+        if not splits_k(v):
+            continue
+        bm, bn, bk, _, _, bps = TILES[v]
+        tiles = tile_count(v, m, n) * max(batch, 1)
+        resident = SMS * bps
+        k_steps = cdiv(k, bk)
+        for s in K_SPLIT_CANDIDATES:
+            if tiles * s <= resident and k_steps >= 2 * s:
+                out.append((v, s, "k"))
+        fill = min(resident // max(tiles, 1), k_steps // WORKSPACE_MIN_K_STEPS_PER_SPLIT, MAX_WORKSPACE_K_SPLITS)
+        for s in sorted(set(s for s in K_SPLIT_CANDIDATES + [fill // 2, fill] if 2 <= s <= fill)):
+            slots = tile_count(v, m, n) * max(batch, 1)
+            if fits(WORKSPACE, slots, slots * s * bm * bn * 4):
+                out.append((v, s, "w"))
+    return out
+
+
+def name(c):
+    v, s, r = c
+    return v if s == 1 else f"{v}/{r}{s}"
+
+
+def model_cost(c, m, n, k, batch):
+    v, s, r = c
+    bm, bn, bk, tm, tn, bps = TILES[v]
+    blocks = tile_count(v, m, n) * max(batch, 1) * s
+    resident = max(min(bps, math.ceil(blocks / SMS)), 1)
+    waves = math.ceil(blocks / (SMS * resident))
+    k_steps = math.ceil(cdiv(k, bk) / s)
+    overhead = BLOCK_OVERHEAD_K_STEPS
+    if s > 1:
+        overhead += SPLIT_OVERHEAD_K_STEPS + SPLIT_OVERHEAD_PER_BLOCK_K_STEPS * s if r == "k" else WORKSPACE_SPLIT_OVERHEAD_K_STEPS + WORKSPACE_SPLIT_READ_K_STEPS / bk * s
+    work = resident * bm * bn * bk * (k_steps + overhead)
+    peak, half = SPEED[v]
+    warps = resident * (bm // tm) * (bn // tn) / 32
+    return waves * work / (peak * warps / (warps + half))
+
+
+def cost_model_choice(m, n, k, batch):
+    best = (math.inf, None)
+    for c in candidates(m, n, k, batch):
+        if k <= TINY_SHORT_K and c[0] not in SHORT_K_TILES:
+            continue
+        cost = model_cost(c, m, n, k, batch)
+        if cost < best[0]:
+            best = (cost, c)
+    return name(best[1])
+
+
+def choose_before_k_depth(m, n, k, batch):
+    """The rule before 2026-12-04: the `tiny` rule's tile use on rows and columns only."""
+    small = max(batch, 1) * m * n <= GEMV_TINY_OUTPUTS
+    if min(m, n) <= GEMV_DISPATCH_MAX and (k >= GEMV_MIN_K or small):
+        return "gemv"
+    use = best_tile_use(m, n)
+    if min(m, n) >= 1 and (use <= TINY_MAX_TILE_USE or (k <= TINY_SHORT_K and use <= TINY_SHORT_K_MAX_TILE_USE)):
+        return "tiny"
+    return cost_model_choice(m, n, k, batch)
+
+
+def best_tile_use_in_k(m, n, k):
+    use = 0.0
+    for v in ("small", "skinny"):
+        bm, bn, bk = TILES[v][:3]
+        depth = k / (cdiv(k, bk) * bk) if k > 0 else 1.0
+        use = max(use, m * n / (tile_count(v, m, n) * bm * bn) * depth)
+    return use
+
+
+def choose_current(m, n, k, batch):
+    """`choose_kernel` now: the `tiny` rule's tile use counted in k too (the padding of the
+    tiles' last k-step), at the same TINY_MAX_TILE_USE."""
+    small = max(batch, 1) * m * n <= GEMV_TINY_OUTPUTS
+    if min(m, n) <= GEMV_DISPATCH_MAX and (k >= GEMV_MIN_K or small):
+        return "gemv"
+    padded = best_tile_use_in_k(m, n, k) <= TINY_MAX_TILE_USE
+    if min(m, n) >= 1 and (padded or (k <= TINY_SHORT_K and best_tile_use(m, n) <= TINY_SHORT_K_MAX_TILE_USE)):
+        return "tiny"
+    return cost_model_choice(m, n, k, batch)
+
+
+RULES = {"current": choose_current, "before-k-depth": choose_before_k_depth}
+
+
+def canonical(r):
+    return (r["n"], r["m"]) if r["layout"] == "col" else (r["m"], r["n"])
+
+
+def features(r):
+    m, n = canonical(r)
+    k, b = r["k"], r["batch"]
+    blocks64 = tile_count("medium", m, n) * b
+    return {
+        "use": best_tile_use(m, n),
+        "blocks64": blocks64,
+        "waves64": blocks64 / (SMS * 8),
+        "outputs": b * m * n,
+        "k_steps": cdiv(k, 16),
+    }
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def label(r):
+    m, n = canonical(r)
+    return f"{r['batch']} x ({m} x {n} x {r['k']})"
+
+
+def chosen_ms(r, choice):
+    ms = r["variant_ms"]
+    if choice == r["variant"]:
+        return r["ours_ms"]
+    if choice not in ms:
+        raise SystemExit(f"{label(r)}: {choice} was not timed ({sorted(ms)})")
+    return ms[choice]
+
+
+def report(path, rule, recorded_with, all_groups, show_misses):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    rows = [r for r in rows if r.get("op", "sgemm") == "sgemm" and (all_groups or r["group"] == "random")]
+    mismatches = 0
+    ratios, misses, changed = [], [], []
+    for r in rows:
+        m, n = canonical(r)
+        cur = RULES[recorded_with](m, n, r["k"], r["batch"])
+        if cur != r["variant"]:
+            mismatches += 1
+            print(f"  port mismatch: {label(r)} recorded {r['variant']}, port {cur}")
+        choice = r["variant"] if rule == "recorded" else RULES[rule](m, n, r["k"], r["batch"])
+        best = min(r["variant_ms"].values())
+        t = chosen_ms(r, choice)
+        ratios.append(t / best)
+        if choice != r["variant"]:
+            changed.append((r, choice, chosen_ms(r, r["variant"]) / t))
+        if t / best - 1 > 0.10:
+            misses.append((r, choice, t / best - 1))
+    near = sum(1 for x in ratios if x - 1 <= 0.10) / len(ratios)
+    print(f"{path}: rule {rule}: {len(rows)} shapes; regret <= 10% on {100 * near:.1f}%; "
+          f"geomean chosen/best {geomean(ratios):.4f}; port mismatches {mismatches}")
+    if show_misses:
+        print(f"  {'shape':34} {'lay':>3} {'chosen':>10} {'best':>10} {'regret':>7} {'use':>5} {'blk64':>7} {'waves':>6} {'outputs':>10}")
+        for r, choice, reg in sorted(misses, key=lambda x: -x[2]):
+            f = features(r)
+            best = min(r["variant_ms"], key=r["variant_ms"].get)
+            lay = ("t" if r["trans_a"] else "n") + ("t" if r["trans_b"] else "n") + r["layout"][0]
+            print(f"  {label(r):34} {lay:>3} {choice:>10} {best:>10} {100 * reg:6.1f}% {f['use']:5.2f} {f['blocks64']:7d} {f['waves64']:6.2f} {f['outputs']:10d}")
+    if changed:
+        print(f"  {len(changed)} choices changed; geomean speedup over them {geomean([c[2] for c in changed]):.3f}")
+        for r, choice, sp in changed:
+            print(f"    {label(r):34} {r['variant']:>10} -> {choice:10} {sp:.2f}x")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--rule", choices=["recorded", *RULES], default="recorded")
+    ap.add_argument("--recorded-with", choices=list(RULES), default="current", help="the rule the files were recorded with (checks the port)")
+    ap.add_argument("--all-groups", action="store_true", help="every group, not only 'random'")
+    ap.add_argument("--quiet", action="store_true", help="no list of misses")
+    a = ap.parse_args()
+    for f in a.files:
+        report(f, a.rule, a.recorded_with, a.all_groups, not a.quiet)
+
+
+if __name__ == "__main__":
+    main()
