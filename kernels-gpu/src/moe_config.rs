@@ -140,8 +140,8 @@ impl MoeTile {
                 if (arch as u8) < (needs as u8) {
                     return Err("moe tile: the architecture lacks this int8 mma shape");
                 }
-                if self.rows % 8 != 0 || self.features_per_warp % 16 != 0 {
-                    return Err("moe tile: mma tiles take rows in 8s and features in 16s");
+                if self.rows % 32 != 0 || self.features_per_warp % 16 != 0 {
+                    return Err("moe tile: mma tiles take rows in 32s (ldmatrix loads 8-row fragments in pairs, the tile's first half too) and features in 16s");
                 }
                 if self.features_per_warp > 32 {
                     return Err("moe tile: at most 32 features per warp (each thread decodes features_per_warp / 4 of a step's chunks, at most a step's 8)");

@@ -66,8 +66,8 @@
 //!    format-specific code), and copy the rows' q8_1 values, scales and `d · Σq` sums (on
 //!    sm_80 and newer by `cp.async`, issued before the decode, so that the two overlap);
 //! 2. each warp owns 16 or 32 features × all rows, as 16×8 accumulator fragments; per 32-weight
-//!    chunk it loads its fragments from shared memory (rows padded to 68 words: no bank
-//!    conflicts), takes the exact integer dot products on the tensor cores (`m16n8k32`; two
+//!    chunk it loads its fragments from shared memory by `ldmatrix` (a weight fragment or two
+//!    row fragments per instruction; rows padded to 68 words: no bank conflicts), takes the exact integer dot products on the tensor cores (`m16n8k32`; two
 //!    `m16n8k16` for the formats with a scale per 16 weights; pairs of `m8n8k16` on sm_75),
 //!    and adds `scale · d_x · dot + offset · d_x · Σq` to its f32 accumulators, the same
 //!    arithmetic as [`chunk_dot`] in another order of rounding.
@@ -90,7 +90,7 @@
 
 use crate::abi::{moe_params_entry, MoeParams};
 use crate::device::ptx::{
-    allow_dependent_launch, ballot, block_idx_x, block_idx_y, cp_async_16, cp_async_4, cp_async_commit, cp_async_wait, dp4a, dynamic_smem, f16_to_f32, fma, load_global_u32x4, prefetch_global_l2, shared_address, wait_for_prerequisite_grid, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
+    allow_dependent_launch, ballot, block_idx_x, block_idx_y, cp_async_16, cp_async_4, cp_async_commit, cp_async_wait, dp4a, dynamic_smem, f16_to_f32, fma, ldmatrix_x4, load_global_u32x4, prefetch_global_l2, shared_address, wait_for_prerequisite_grid, mma_m16n8k16_s8, mma_m16n8k32_s8, mma_m8n8k16_s8, shfl_up_u32, Opaque, shfl_xor_f32, sync_threads,
     thread_idx_x,
 };
 use crate::device::BUILD_CONFIG;
@@ -867,22 +867,35 @@ unsafe fn multiply_step<B: BlockFormat, const ROWS: usize, const FEATURES: usize
     let MmaSmem { w_q, w_scale, w_offset, x_q, x_d, x_sum, w_stride, x_stride } = *smem;
     let m_tiles = FEATURES / 16;
     let n_tiles = if FIRST_HALF { ROWS / 16 } else { ROWS / 8 };
+    const { assert!(ROWS % 32 == 0, "the row fragments are loaded in pairs, the half tile's too") };
+    // The fragments come from shared memory by `ldmatrix.x4`, four 8 × 16-byte matrices per
+    // instruction, lanes 8j .. 8j + 7 giving the rows of matrix j (one instruction where four
+    // word loads took one word each). A fragment (16 features × 32 bytes): matrix j is
+    // features 8·(j % 2) .., bytes 16·(j / 2) .. of the chunk, so lane 4g + t receives words
+    // (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4): the mma's A operand. B fragments
+    // (8 rows × 32 bytes) go two to an instruction: matrix j is row fragment 2p + j / 2,
+    // bytes 16·(j % 2) ... Rows of 68 words put the 8 rows of a matrix in 8 different groups of
+    // 4 banks: no conflicts.
+    let lane = 4 * g + t;
+    let (matrix, matrix_row) = (lane / 8, lane % 8);
+    // One base address each; fragment m (pair p) lies a constant distance further, which the
+    // instructions take as an immediate offset (an address per fragment held across the loop
+    // cost the registers that made q6_K's tile spill).
+    let a_row = shared_address(w_q.add((warp_feature + 8 * (matrix % 2) + matrix_row) * ROW_WORDS + 4 * (matrix / 2)) as *const f32);
+    let b_row = shared_address(x_q.add((8 * (matrix / 2) + matrix_row) * ROW_WORDS + 4 * (matrix % 2)) as *const f32);
+    const FRAGMENT_BYTES: u32 = 16 * ROW_WORDS as u32 * 4;
     for c in 0..step_chunks {
-        let word = c * CHUNK_WORDS + t;
-        let a: [[u32; 4]; FEATURES] = core::array::from_fn(|m| {
-            if m >= m_tiles {
-                return [0; 4];
+        let chunk_bytes = (4 * c * CHUNK_WORDS) as u32;
+        let a: [[u32; 4]; FEATURES] = core::array::from_fn(|m| if m < m_tiles { ldmatrix_x4(a_row + chunk_bytes + m as u32 * FRAGMENT_BYTES) } else { [0; 4] });
+        let mut b = [[0u32; 2]; ROWS];
+        for pair in 0..n_tiles / 2 {
+            if SKIP_EMPTY && 2 * pair >= live_n_tiles {
+                continue;
             }
-            let row = w_q.add((warp_feature + 16 * m + g) * ROW_WORDS + word);
-            [*row, *row.add(8 * ROW_WORDS), *row.add(4), *row.add(8 * ROW_WORDS + 4)]
-        });
-        let b: [[u32; 2]; ROWS] = core::array::from_fn(|nt| {
-            if nt >= n_tiles || (SKIP_EMPTY && nt >= live_n_tiles) {
-                return [0; 2];
-            }
-            let row = x_q.add((8 * nt + g) * ROW_WORDS + word);
-            [*row, *row.add(4)]
-        });
+            let [low0, high0, low1, high1] = ldmatrix_x4(b_row + chunk_bytes + pair as u32 * FRAGMENT_BYTES);
+            b[2 * pair] = [low0, high0];
+            b[2 * pair + 1] = [low1, high1];
+        }
         for m in 0..m_tiles {
             // This lane's two features (g and g + 8 of the fragment), per half.
             let f = [warp_feature + 16 * m + g, warp_feature + 16 * m + g + 8];
