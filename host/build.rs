@@ -24,8 +24,16 @@
 //! for quick development builds); feature `config-probes` (implies `from-source`) also builds
 //! the sm_100 and sm_120 config rows for an sm_90 target, so that an H100/H200 can test them;
 //! `CUKERNELS_PTXAS` names the `ptxas` to use.
+//!
+//! `CUKERNELS_RUST_CUDA_PTX_DIR=/path` (with `from-source`; the folder `scripts/rust-cuda-build.sh`
+//! prints) also embeds the rust-cuda build of sm_100 and sm_120 (`<family>.<arch>.ptx` there:
+//! the same kernel sources compiled by rustc_codegen_nvvm and libNVVM), given the same launch
+//! bounds and assembled by the same `ptxas`; the runtime then prefers it over the nvptx build
+//! of those architectures. With `config-probes`, its sm_100 and sm_120 rows are also retargeted
+//! to sm_90 (`.target` rewritten; ptxas refuses an instruction sm_90 lacks), beside the nvptx
+//! probes, so that an H100/H200 runs and times both.
 
-use cukernels_gpu::{Arch, ArtifactKind, KernelFamily};
+use cukernels_gpu::{Arch, ArtifactKind, Compiler, KernelFamily};
 
 #[path = "src/zstd_frame.rs"]
 mod zstd_frame;
@@ -59,17 +67,25 @@ struct Build {
     family: KernelFamily,
     target: Arch,
     config: Arch,
+    compiler: Compiler,
 }
 
 impl Build {
     fn stem(&self) -> String {
-        if self.target == self.config {
+        let mut stem = if self.target == self.config {
             format!("{}.{}", self.family.name(), self.target.name())
         } else {
             format!("{}.{}_config_on_{}", self.family.name(), self.config.name(), self.target.name())
+        };
+        if self.compiler != Compiler::Nvptx {
+            stem = format!("{stem}.{}", self.compiler.name());
         }
+        stem
     }
 }
+
+/// The architectures rust-cuda builds (`rustc_codegen_nvvm`'s LLVM 19 path reaches no older one).
+const RUST_CUDA_ARCHS: [Arch; 2] = [Arch::Sm100, Arch::Sm120];
 
 /// One artifact file (compressed) and what the manifest says of it.
 struct Entry {
@@ -77,6 +93,7 @@ struct Entry {
     target: Arch,
     config: Arch,
     kind: ArtifactKind,
+    compiler: Compiler,
     file: String,
     raw_len: usize,
     raw_sha256: String,
@@ -86,11 +103,12 @@ struct Entry {
 impl Entry {
     fn manifest_line(&self) -> String {
         format!(
-            "artifact: {} {} {} {} {} {} {} {}",
+            "artifact: {} {} {} {} {} {} {} {} {}",
             self.family.name(),
             self.target.name(),
             self.config.name(),
             self.kind.name(),
+            self.compiler.name(),
             self.file,
             self.raw_len,
             self.raw_sha256,
@@ -100,7 +118,7 @@ impl Entry {
 
     fn parse(line: &str) -> Option<Entry> {
         let f: Vec<&str> = line.strip_prefix("artifact: ")?.split(' ').collect();
-        if f.len() != 8 {
+        if f.len() != 9 {
             return None;
         }
         Some(Entry {
@@ -108,10 +126,11 @@ impl Entry {
             target: Arch::from_name(f[1])?,
             config: Arch::from_name(f[2])?,
             kind: ArtifactKind::from_name(f[3])?,
-            file: f[4].to_string(),
-            raw_len: f[5].parse().ok()?,
-            raw_sha256: f[6].to_string(),
-            compressed_sha256: f[7].to_string(),
+            compiler: Compiler::from_name(f[4])?,
+            file: f[5].to_string(),
+            raw_len: f[6].parse().ok()?,
+            raw_sha256: f[7].to_string(),
+            compressed_sha256: f[8].to_string(),
         })
     }
 }
@@ -120,6 +139,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CUKERNELS_ARCHS");
     println!("cargo:rerun-if-env-changed=CUKERNELS_ARTIFACT_DIR");
     println!("cargo:rerun-if-env-changed=CUKERNELS_PTXAS");
+    println!("cargo:rerun-if-env-changed=CUKERNELS_RUST_CUDA_PTX_DIR");
     println!("cargo:rerun-if-changed=build.rs");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -136,6 +156,9 @@ fn main() {
         let entries = build_from_source(&source_dir, &out_dir, &dir, &source_sha256, &ptxas);
         (entries, dir, Some(ptxas.display().to_string()))
     } else {
+        if std::env::var_os("CUKERNELS_RUST_CUDA_PTX_DIR").is_some() {
+            panic!("cukernels: CUKERNELS_RUST_CUDA_PTX_DIR needs the `from-source` feature (the rust-cuda PTX is assembled by this build)");
+        }
         let dir = match std::env::var_os("CUKERNELS_ARTIFACT_DIR") {
             Some(d) => PathBuf::from(d),
             None => manifest_dir.join("artifacts"),
@@ -153,11 +176,12 @@ fn main() {
     for e in &entries {
         let path = dir.join(&e.file);
         table += &format!(
-            "    Artifact {{ family: KernelFamily::{:?}, target: Arch::{:?}, config: Arch::{:?}, kind: ArtifactKind::{:?}, raw_len: {}, sha256: \"{}\", compressed: include_bytes!({:?}) }},\n",
+            "    Artifact {{ family: KernelFamily::{:?}, target: Arch::{:?}, config: Arch::{:?}, kind: ArtifactKind::{:?}, compiler: Compiler::{:?}, raw_len: {}, sha256: \"{}\", compressed: include_bytes!({:?}) }},\n",
             e.family,
             e.target,
             e.config,
             e.kind,
+            e.compiler,
             e.raw_len,
             e.raw_sha256,
             path.display().to_string()
@@ -272,14 +296,29 @@ fn install_hint() -> String {
 /// into `dir`, and the shipped subset (when every architecture was built) into `OUT_DIR/package`.
 fn build_from_source(source_dir: &Path, out_dir: &Path, dir: &Path, source_sha256: &str, ptxas: &Path) -> Vec<Entry> {
     let archs = selected_archs();
+    let probes = std::env::var_os("CARGO_FEATURE_CONFIG_PROBES").is_some();
+    let rust_cuda_dir = std::env::var_os("CUKERNELS_RUST_CUDA_PTX_DIR").map(PathBuf::from);
     let mut builds = Vec::new();
     for family in KernelFamily::ALL {
-        builds.extend(archs.iter().map(|&a| Build { family, target: a, config: a }));
-        if std::env::var_os("CARGO_FEATURE_CONFIG_PROBES").is_some() {
-            for config in [Arch::Sm100, Arch::Sm120] {
-                builds.push(Build { family, target: Arch::Sm90, config });
+        builds.extend(archs.iter().map(|&a| Build { family, target: a, config: a, compiler: Compiler::Nvptx }));
+        if probes {
+            for config in RUST_CUDA_ARCHS {
+                builds.push(Build { family, target: Arch::Sm90, config, compiler: Compiler::Nvptx });
             }
         }
+        if rust_cuda_dir.is_some() {
+            for config in RUST_CUDA_ARCHS {
+                if archs.contains(&config) {
+                    builds.push(Build { family, target: config, config, compiler: Compiler::RustCuda });
+                }
+                if probes {
+                    builds.push(Build { family, target: Arch::Sm90, config, compiler: Compiler::RustCuda });
+                }
+            }
+        }
+    }
+    if let Some(dir) = &rust_cuda_dir {
+        check_rust_cuda_ptx(dir, source_dir);
     }
     let rustc_version = check_toolchain();
     let ptxas_version = ptxas_version(ptxas);
@@ -299,7 +338,11 @@ fn build_from_source(source_dir: &Path, out_dir: &Path, dir: &Path, source_sha25
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&b) = builds.get(i) else { break };
-                let ptx = with_launch_bounds(&compile_ptx(&crate_dir, out_dir, b), b);
+                let ptx = match (b.compiler, &rust_cuda_dir) {
+                    (Compiler::RustCuda, Some(dir)) => rust_cuda_ptx(dir, b),
+                    _ => compile_ptx(&crate_dir, out_dir, b),
+                };
+                let ptx = with_launch_bounds(&ptx, b);
                 let ptx_path = ptx_dir.join(format!("{}.ptx", b.stem()));
                 std::fs::write(&ptx_path, &ptx).unwrap();
                 let cubin = assemble_cubin(ptxas, &ptx_path, b);
@@ -317,7 +360,7 @@ fn build_from_source(source_dir: &Path, out_dir: &Path, dir: &Path, source_sha25
 
     let header = format!(
         "# cukernels device artifacts, written by host/build.rs (feature `from-source`); do not edit.\n\
-         # One line per artifact: family target config kind file raw_bytes raw_sha256 compressed_sha256.\n\
+         # One line per artifact: family target config kind compiler file raw_bytes raw_sha256 compressed_sha256.\n\
          source_sha256: {source_sha256}\n\
          device_toolchain: {DEVICE_TOOLCHAIN} ({rustc_version})\n\
          ptxas: {ptxas_version}\n\
@@ -339,7 +382,9 @@ fn build_from_source(source_dir: &Path, out_dir: &Path, dir: &Path, source_sha25
     let package_dir = out_dir.join("package");
     let _ = std::fs::remove_dir_all(&package_dir);
     if archs.len() == Arch::ALL.len() {
-        let shipped = |e: &Entry| e.target == e.config && (e.kind == ArtifactKind::Cubin || SHIPPED_PTX.contains(&e.target));
+        let shipped = |e: &Entry| {
+            e.target == e.config && e.compiler == Compiler::Nvptx && (e.kind == ArtifactKind::Cubin || SHIPPED_PTX.contains(&e.target))
+        };
         std::fs::create_dir_all(&package_dir).unwrap();
         for e in entries.iter().filter(|e| shipped(e)) {
             std::fs::copy(dir.join(&e.file), package_dir.join(&e.file)).unwrap();
@@ -358,6 +403,7 @@ fn write_artifact(dir: &Path, b: Build, kind: ArtifactKind, raw: &[u8]) -> Entry
         target: b.target,
         config: b.config,
         kind,
+        compiler: b.compiler,
         file,
         raw_len: raw.len(),
         raw_sha256: sha256(raw),
@@ -504,20 +550,57 @@ const DEVICE_PROFILE: &[&str] = &[
     "profile.release.strip=\"none\"",
 ];
 
+/// The rust-cuda PTX of `b`'s config row, from `dir` (`scripts/rust-cuda-build.sh`), retargeted
+/// to `b.target` when that is older (the config probes: ptxas then checks that every
+/// instruction exists there).
+fn rust_cuda_ptx(dir: &Path, b: Build) -> String {
+    let path = dir.join(format!("{}.{}.ptx", b.family.name(), b.config.name()));
+    let ptx = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cukernels: the rust-cuda PTX {} cannot be read ({e}); run scripts/rust-cuda-build.sh", path.display()));
+    let built_for = format!(".target {}", b.config.name());
+    assert!(ptx.lines().any(|l| l.trim() == built_for), "cukernels: {} was not compiled for {} (no `{built_for}` line)", path.display(), b.config);
+    if b.target == b.config {
+        return ptx;
+    }
+    ptx.lines()
+        .map(|l| if l.trim() == built_for { format!(".target {}", b.target.name()) } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Refuses rust-cuda PTX older than any device source: it would embed other kernels than the
+/// ones this build describes (the rust-cuda crate rebuilds it whenever those sources change).
+fn check_rust_cuda_ptx(dir: &Path, source_dir: &Path) {
+    fn newest(dir: &Path) -> std::time::SystemTime {
+        let mut t = std::time::UNIX_EPOCH;
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let m = if path.is_dir() { newest(&path) } else { entry.metadata().and_then(|m| m.modified()).unwrap_or(t) };
+            t = t.max(m);
+        }
+        t
+    }
+    let sources = newest(&source_dir.join("src"));
+    for family in KernelFamily::ALL {
+        for arch in RUST_CUDA_ARCHS {
+            let path = dir.join(format!("{}.{}.ptx", family.name(), arch.name()));
+            println!("cargo:rerun-if-changed={}", path.display());
+            let built = std::fs::metadata(&path).and_then(|m| m.modified()).unwrap_or_else(|e| {
+                panic!("cukernels: the rust-cuda PTX {} cannot be read ({e}); run scripts/rust-cuda-build.sh", path.display())
+            });
+            if built < sources {
+                panic!("cukernels: the rust-cuda PTX {} is older than the device sources; run scripts/rust-cuda-build.sh again", path.display());
+            }
+        }
+    }
+}
+
 fn compile_ptx(crate_dir: &Path, out_dir: &Path, b: Build) -> String {
     let target_dir = out_dir.join("nvptx").join(b.stem());
-    // Every loop over a register array must be unrolled (a loop left rolled indexes the array
-    // dynamically, which puts it in local memory). SGEMM's loops unroll under 5000; the
-    // attention kernels' shuffle path (sm_70, bf16 on sm_75) has bodies ten times a matrix
-    // instruction's and needs 30000, as do the MoE matmul's loops over rows, features and the
-    // 8 words of a chunk.
-    let unroll_threshold = match b.family {
-        KernelFamily::Sgemm => 5000,
-        KernelFamily::Attention | KernelFamily::Moe => 30000,
-    };
     let rustflags = format!(
-        "-C target-cpu={} -C llvm-args=-unroll-threshold={unroll_threshold} --cfg cukernels_config=\"{}\" --cfg cukernels_family=\"{}\"",
+        "-C target-cpu={} -C llvm-args=-unroll-threshold={} --cfg cukernels_config=\"{}\" --cfg cukernels_family=\"{}\"",
         b.target.name(),
+        b.family.unroll_threshold(),
         b.config.name(),
         b.family.name()
     );

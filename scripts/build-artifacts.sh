@@ -7,7 +7,7 @@
 # without `from-source` refuses stale artifacts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset CUKERNELS_ARCHS CUKERNELS_ARTIFACT_DIR
+unset CUKERNELS_ARCHS CUKERNELS_ARTIFACT_DIR CUKERNELS_RUST_CUDA_PTX_DIR
 out_dir=$(cargo build --release --locked -p cukernels --features from-source --message-format=json \
   | python3 -c '
 import json, sys

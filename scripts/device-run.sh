@@ -7,7 +7,8 @@
 # built on the device from .carry/ggml, in the background while the tests run, and its
 # `test-backend-ops perf` cases are merged into the MoE results by benches/moe_llamacpp.py).
 # Everything is logged under $OUT.
-# Usage: bash scripts/device-run.sh [tests|sanitize|load|bench|attention|moe|anchors|all]...
+# Usage: bash scripts/device-run.sh [tests|sanitize|load|bench|attention|moe|anchors|rust-cuda|all]...
+# ("rust-cuda" needs binaries staged with RUST_CUDA=1; "all" leaves it out.)
 # ("anchors" needs ggml's source in .carry/ggml: README "Running on a GPU"; "all" leaves it out.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +78,26 @@ if anchors; then
   if [ -f "$OUT/moe.jsonl" ]; then
     python3 benches/moe_llamacpp.py "$OUT/moe.jsonl" "$OUT/perf-MUL_MAT_ID.log" "$OUT/moe-with-llamacpp.jsonl" 2>&1 | tee "$OUT/moe-llamacpp.log" || status=1
   fi
+fi
+if [[ " ${what[*]} " == *" rust-cuda "* ]]; then
+  # The rust-cuda build (RUST_CUDA=1 scripts/stage-device.sh): its sm_100 config, retargeted to
+  # sm_90, through every family's GPU suite; then each family's benchmark with the sm_100 config
+  # built by nvptx and by rust-cuda, one after the other in this run (RC_SHAPES: a --shape
+  # filter per family, `sgemm|attention|moe`).
+  for suite in "${suites[@]}"; do
+    start=$(date +%s)
+    CUKERNELS_TEST_COMPILER=rust-cuda $stage/$suite --ignored --test-threads=1 > "$OUT/rust-cuda-$suite.log" 2>&1; rc=$?
+    echo "rust-cuda $suite: exit $rc in $(( $(date +%s) - start )) s: $(grep -E '^test result' "$OUT/rust-cuda-$suite.log")" | tee -a "$OUT/summary.txt"
+    [ $rc -eq 0 ] || { status=1; grep -E "panicked|failing|FAILED|wrong of" -A3 "$OUT/rust-cuda-$suite.log" | head -40; }
+  done
+  IFS='|' read -r sg at mo <<< "${RC_SHAPES:-||}"
+  # (Staged binaries may be carried in two runs: the benchmarks where cukernels-bench came along.)
+  [ -x $stage/cukernels-bench ] && for compiler in nvptx rust-cuda; do
+    $stage/cukernels-bench sgemm --config sm_100 --compiler $compiler --reps "${BENCH_REPS:-50}" $sg --out "$OUT/rc-sgemm-$compiler.jsonl" > "$OUT/rc-sgemm-$compiler.log" 2>&1 || status=1
+    $stage/cukernels-bench attention --config sm_100 --compiler $compiler --reps 21 $at --out "$OUT/rc-attention-$compiler.jsonl" > "$OUT/rc-attention-$compiler.log" 2>&1 || status=1
+    $stage/cukernels-bench moe --config sm_100 --compiler $compiler --reps 15 $mo --out "$OUT/rc-moe-$compiler.jsonl" > "$OUT/rc-moe-$compiler.log" 2>&1 || status=1
+    echo "benchmarks with the $compiler build: done" | tee -a "$OUT/summary.txt"
+  done
 fi
 if has bench; then
   $stage/cukernels-bench sgemm --reps "${BENCH_REPS:-100}" --out "$OUT/sgemm.jsonl" 2>&1 | tee "$OUT/bench.log"; [ ${PIPESTATUS[0]} -eq 0 ] || status=1

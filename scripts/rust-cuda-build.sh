@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds the kernels with rust-cuda (cuda_builder + rustc_codegen_nvvm, LLVM 19 + libNVVM 12.9)
 # for sm_100 and sm_120, the recipe of ../shared/RUST-CUDA.md, and reports each kernel's
-# resources from ptxas 12.9 beside the nvptx build's. Work in progress (the rust-cuda issue):
-# not yet part of CI, nor embedded by the host.
+# resources from ptxas 12.9 beside the nvptx build's (README "rust-cuda").
+#   bash scripts/rust-cuda-build.sh          builds the PTX; prints (and writes to
+#                                             target/rust-cuda/ptx-dir.txt) its folder, which
+#                                             CUKERNELS_RUST_CUDA_PTX_DIR hands the host build
+#   bash scripts/rust-cuda-build.sh check    also checks every kernel with ptxas (CI)
 #   RUST_CUDA_TARBALL  rust-cuda source (default ../shared/vendor/rust-cuda-af05bcc.tar.gz)
 # Installs: LLVM 19 (apt), rust-cuda's nightly with rustc-dev, the libNVVM/ptxas wheels.
 set -euo pipefail
@@ -31,24 +34,19 @@ if [ ! -f "$cuda/nvvm/lib64/libnvvm.so" ]; then
   cp "$x/cuda_nvcc/bin/ptxas" "$cuda/bin/" && chmod +x "$cuda/bin/ptxas"
 fi
 export CUDA_PATH=$cuda LLVM_CONFIG_19=/usr/bin/llvm-config-19 LLVM_LINK_SHARED=1 LIBCLANG_PATH=/usr/lib/llvm-19/lib LD_LIBRARY_PATH=$cuda/nvvm/lib64
-( cd rust-cuda && cargo build --release --target-dir "$work/target" )
-ptx_dir=$(cd rust-cuda && cargo run --release -q --target-dir "$work/target")
+( cd rust-cuda && cargo build --release --locked --target-dir "$work/target" )
+ptx_dir=$(cd rust-cuda && cargo run --release --locked -q --target-dir "$work/target")
+echo "$ptx_dir" > "$work/ptx-dir.txt"
 echo "rust-cuda PTX in $ptx_dir"
-# Resources per kernel (without the launch bounds the host build adds to the nvptx PTX).
-for f in "$ptx_dir"/*.ptx; do
-  arch=$(basename "$f" .ptx); arch=${arch##*.}
-  "$cuda/bin/ptxas" -arch="$arch" -v "$f" -o /dev/null 2>&1 | python3 -c '
-import re, sys
-name = sys.argv[1]; fn = frame = spill = None; entries = local = 0
-for line in sys.stdin:
-    m = re.search(r"Compiling entry function .(\w+).", line)
-    if m: fn = m.group(1)
-    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores", line)
-    if m: frame, spill = int(m.group(1)), int(m.group(2))
-    m = re.search(r"Used (\d+) registers", line)
-    if m and fn:
-        entries += 1; local += frame > 0
-        print(f"{name} {fn}: {m.group(1)} registers, {frame} B stack frame, {spill} B spills")
-print(f"{name}: {entries} entry points assembled, {local} with local memory")
-' "$(basename "$f")"
-done
+[ "${1:-}" = check ] || exit 0
+
+# The check (CI): a build embedding the rust-cuda modules beside the nvptx ones of sm_100 and
+# sm_120 (and both builds' sm_90 config probes), every kernel checked with ptxas 12.9 against
+# its config row exactly as the nvptx build is (tests/ptx_resources.rs; the kernels of
+# rust-cuda/known-spills.txt may keep the local memory listed there), and both builds'
+# resources side by side.
+unset CUDA_PATH LD_LIBRARY_PATH
+CUKERNELS_ARCHS=sm_100,sm_120 CUKERNELS_RUST_CUDA_PTX_DIR=$ptx_dir \
+  cargo test --release --locked -p cukernels-tests --test ptx_resources --target-dir "$work/host" -- --nocapture 2>&1 \
+  | grep -v '^sm_[0-9]* (config' 
+exit "${PIPESTATUS[0]}"

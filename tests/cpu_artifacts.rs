@@ -3,7 +3,7 @@
 //! what the sources build today (the manifest check), the launch ABI against the PTX, and the
 //! load-time limit check.
 
-use cukernels::artifacts::{self, choose, runs_on, ArtifactKind};
+use cukernels::artifacts::{self, choose, runs_on, ArtifactKind, Compiler};
 use cukernels::{check_kernel_limits, Arch, KernelFamily, KernelSpec, LoadedKernelAttributes, SgemmParams, SGEMM_KERNELS, sgemm_config};
 use std::collections::BTreeMap;
 
@@ -199,14 +199,16 @@ fn every_entry_point_takes_exactly_the_fields_of_its_parameter_struct() {
     assert_eq!(values[16..], [17, 18]);
 }
 
-/// One packaged manifest line: (family, target, config, kind) → raw SHA-256.
+/// One packaged manifest line: (family, target, config, kind) → raw SHA-256 (every packaged
+/// artifact is the nvptx build's).
 fn manifest_entries(text: &str) -> BTreeMap<(String, String, String, String), String> {
     text.lines()
         .filter_map(|l| l.strip_prefix("artifact: "))
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            assert_eq!(f.len(), 8, "manifest line `{l}`");
-            ((f[0].into(), f[1].into(), f[2].into(), f[3].into()), f[6].into())
+            assert_eq!(f.len(), 9, "manifest line `{l}`");
+            assert_eq!(f[4], "nvptx", "manifest line `{l}`: only the nvptx build ships");
+            ((f[0].into(), f[1].into(), f[2].into(), f[3].into()), f[7].into())
         })
         .collect()
 }
@@ -238,7 +240,7 @@ fn packaged_artifacts_are_exactly_what_the_sources_build() {
     for ((family, target, config, kind), sha) in &packaged {
         let built = artifacts::embedded()
             .iter()
-            .find(|a| a.family.name() == family && a.target.name() == target && a.config.name() == config && a.kind.name() == kind)
+            .find(|a| a.family.name() == family && a.target.name() == target && a.config.name() == config && a.kind.name() == kind && a.compiler == Compiler::Nvptx)
             .unwrap_or_else(|| panic!("{family} {kind} {target} is packaged but not built"));
         assert_eq!(sha, built.sha256, "{built}: {hint}");
         // The file on disk decompresses to those bytes (the packaged build checks it too).

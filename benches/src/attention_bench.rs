@@ -176,10 +176,12 @@ impl AttentionRow {
         self.shape.kv_bytes() / (self.ms * 1e-3) / 1e12
     }
     /// One JSON line (the PyTorch script adds its baselines and ratios to it).
-    pub fn to_json(&self, info: &DeviceInfo, commit: &str, date: &str, artifact: &str) -> String {
+    /// One JSON line; `artifact` is the module it ran (`build`: its compiler).
+    pub fn to_json(&self, info: &DeviceInfo, commit: &str, date: &str, artifact: &cukernels::Artifact) -> String {
+        let build = artifact.compiler.name();
         let s = &self.shape;
         format!(
-            "{{\"op\":\"attention\",\"kind\":\"{}\",\"group\":\"{}\",\"label\":\"{}\",\"date\":\"{date}\",\"gpu\":\"{}\",\"commit\":\"{commit}\",\"artifact\":\"{artifact}\",\"batch\":{},\"seqlen_q\":{},\"seqlen_k\":{},\"heads_q\":{},\"heads_k\":{},\"head_dim\":{},\"causal\":{},\"dtype\":\"{}\",\"flops\":{},\"kv_bytes\":{},\"splits\":{},\"heads_packed\":{},\"ours_ms\":{:.5},\"ours_tflops\":{:.2},\"ours_tbps\":{:.3}}}",
+            "{{\"op\":\"attention\",\"kind\":\"{}\",\"group\":\"{}\",\"label\":\"{}\",\"date\":\"{date}\",\"gpu\":\"{}\",\"commit\":\"{commit}\",\"artifact\":\"{artifact}\",\"build\":\"{build}\",\"batch\":{},\"seqlen_q\":{},\"seqlen_k\":{},\"heads_q\":{},\"heads_k\":{},\"head_dim\":{},\"causal\":{},\"dtype\":\"{}\",\"flops\":{},\"kv_bytes\":{},\"splits\":{},\"heads_packed\":{},\"ours_ms\":{:.5},\"ours_tflops\":{:.2},\"ours_tbps\":{:.3}}}",
             s.kind,
             s.group,
             s.label(),

@@ -13,10 +13,10 @@
 //! - `attention`: our flash attention over the attention issue's shapes, JSON lines with
 //!   `op: "attention"` (`benches/attention_torch.py` adds PyTorch's baselines).
 //!
-//! Usage: `cukernels-bench [report | sgemm | load | attention] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...`
+//! Usage: `cukernels-bench [report | sgemm | load | attention] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--compiler nvptx|rust-cuda] [--out FILE] [--shape LABEL]...`
 
 use cukernels::cudarc::cublas::CudaBlas;
-use cukernels::{device_context, Arch, ArtifactKind, Cukernels};
+use cukernels::{device_context, Arch, ArtifactKind, Compiler, Cukernels};
 use cukernels_bench::load_bench::{load_cases, measure_in_children, measure_in_this_process, median_of};
 use cukernels_bench::report::{config_table, resource_table};
 use cukernels_bench::sgemm_bench::{bench_shape, cross_check, random_sweep, shape, shape_classes, sweep, DeviceInfo, Row, Shape};
@@ -30,13 +30,16 @@ struct Options {
     config: Option<Arch>,
     /// Force the kind of artifact (`ptx`: the driver JIT-compiles it) instead of the default.
     artifact: Option<ArtifactKind>,
+    /// Force the compiler of the kernels (a build embedding the rust-cuda sm_100/sm_120 modules
+    /// beside the nvptx ones: README "rust-cuda").
+    compiler: Option<Compiler>,
     out: Option<String>,
     /// Only the shapes with one of these labels (e.g. `4096x4096x4096`).
     shapes: Vec<String>,
 }
 
 fn parse_args() -> Result<Options, String> {
-    let mut o = Options { mode: None, quick: false, reps: None, config: None, artifact: None, out: None, shapes: Vec::new() };
+    let mut o = Options { mode: None, quick: false, reps: None, config: None, artifact: None, compiler: None, out: None, shapes: Vec::new() };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -61,8 +64,12 @@ fn parse_args() -> Result<Options, String> {
                     _ => return Err("--artifact takes cubin or ptx".into()),
                 })
             }
+            "--compiler" => {
+                let v = args.next().ok_or("--compiler takes nvptx or rust-cuda")?;
+                o.compiler = Some(Compiler::from_name(&v).ok_or(format!("unknown compiler {v}: nvptx or rust-cuda"))?);
+            }
             "--shape" => o.shapes.push(args.next().ok_or("--shape takes a shape label such as 4096x4096x4096")?),
-            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load | attention | moe] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--out FILE] [--shape LABEL]...".into()),
+            "-h" | "--help" => return Err("usage: cukernels-bench [report | sgemm | load | attention | moe] [--quick] [--reps N] [--config sm_XX] [--artifact cubin|ptx] [--compiler nvptx|rust-cuda] [--out FILE] [--shape LABEL]...".into()),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -88,7 +95,8 @@ fn main() {
         match resource_table() {
             Ok((kernels, table)) => {
                 print!("{table}");
-                let bad: Vec<String> = kernels.iter().flat_map(|k| k.violations()).collect();
+                let known = cukernels_bench::resources::known_rust_cuda_spills();
+                let bad: Vec<String> = kernels.iter().flat_map(|k| k.checked_violations(&known)).collect();
                 if !bad.is_empty() {
                     eprintln!("\n{} violations:\n{}", bad.len(), bad.join("\n"));
                     std::process::exit(1);
@@ -135,15 +143,21 @@ fn main() {
 /// architecture's config runs as its PTX when the device can load that, else as the build of
 /// that config for the device's own target (the config probes).
 fn handle(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) -> Cukernels {
-    match (o.config, o.artifact) {
-        (None, None) => Cukernels::new(ctx),
-        (config, artifact) => {
+    match (o.config, o.artifact, o.compiler) {
+        (None, None, None) => Cukernels::new(ctx),
+        (config, artifact, compiler) => {
             let (major, minor) = ctx.compute_capability().unwrap();
             let device = Arch::for_compute_capability(major as u32, minor as u32, &Arch::ALL).unwrap_or(Arch::Sm70);
             let config = config.unwrap_or(device);
-            match artifact {
-                Some(kind) => Cukernels::with_artifact(ctx, config.min(device), config, kind),
-                None => Cukernels::with_config(ctx, config.min(device), config),
+            let target = config.min(device);
+            match (artifact, compiler) {
+                (Some(kind), None) => Cukernels::with_artifact(ctx, target, config, kind),
+                (None, None) => Cukernels::with_config(ctx, target, config),
+                (kind, Some(compiler)) => {
+                    let cubin_runs = cukernels::artifacts::runs_on(target, ArtifactKind::Cubin, major as u32, minor as u32);
+                    let kind = kind.unwrap_or(if cubin_runs { ArtifactKind::Cubin } else { ArtifactKind::Ptx });
+                    Cukernels::with_compiled_artifact(ctx, target, config, kind, compiler)
+                }
             }
         }
     }
@@ -230,10 +244,10 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
             let variants: Vec<String> = r.variants_ms.iter().map(|(v, ms)| format!("\"{}\":{:.5}", v, ms)).collect();
             writeln!(
                 f,
-                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"trans_a\":{},\"trans_b\":{},\"layout\":\"{}\",\"ours_ms\":{:.5},\"baseline_ms\":{:.5},\"ours_tbps\":{:.3},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"artifact\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
+                "{{\"op\":\"sgemm\",\"shape\":\"{}\",\"group\":\"{}\",\"batch\":{},\"m\":{},\"n\":{},\"k\":{},\"trans_a\":{},\"trans_b\":{},\"layout\":\"{}\",\"ours_ms\":{:.5},\"baseline_ms\":{:.5},\"ours_tbps\":{:.3},\"ours_tflops\":{:.3},\"baseline\":\"cublasSgemmStridedBatched\",\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"pct_fp32_peak\":{:.2},\"variant\":\"{}\",\"best_variant\":\"{}\",\"regret\":{:.4},\"variant_ms\":{{{}}},\"gpu\":\"{}\",\"arch\":\"sm_{major}{minor}\",\"config\":\"{}\",\"artifact\":\"{}\",\"build\":\"{}\",\"commit\":\"{COMMIT}\",\"date\":\"{date}\"}}",
                 s.label(), s.group, s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, if s.col_major { "col" } else { "row" }, r.ours_ms, r.cublas_ms, s.bytes() / r.ours_ms / 1e9, r.ours_tflops(), r.cublas_tflops(), r.ratio(),
                 100.0 * r.ours_tflops() / peak, r.chosen.to_string(), r.best().0.to_string(), r.regret(), variants.join(","),
-                info.name, kernels.config(), kernels.artifact(cukernels::KernelFamily::Sgemm).kind
+                info.name, kernels.config(), kernels.artifact(cukernels::KernelFamily::Sgemm).kind, kernels.artifact(cukernels::KernelFamily::Sgemm).compiler
             )
             .unwrap();
         }
@@ -314,7 +328,7 @@ fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o
         }
         let row = bench_attention(&kernels, &stream, &s, samples);
         println!("{:<48} {:>10.4} {:>9.1} {:>8.2} {:>7}", s.label(), row.ms, row.tflops(), row.tbps(), row.splits);
-        lines.push(row.to_json(&info, COMMIT, &date, &artifact));
+        lines.push(row.to_json(&info, COMMIT, &date, kernels.artifact(cukernels::KernelFamily::Attention)));
     }
     if let Some(path) = &o.out {
         std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
@@ -341,7 +355,7 @@ fn run_moe(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Opt
         }
         let r = bench_moe(&kernels, &blas, &stream, &s, samples);
         println!("{:<48} {:>7} {:>10.4} {:>9.2} {:>8.2} {:>11.4} {:>9.2} {:>7.3}", s.label(), r.path.name(), r.ms, r.tflops(), r.tbps(), r.cublas_ms, r.cublas_tflops(), r.cublas_ms / r.ms);
-        lines.push(r.to_json(&info, COMMIT, &date, &artifact));
+        lines.push(r.to_json(&info, COMMIT, &date, kernels.artifact(cukernels::KernelFamily::Moe)));
     }
     if let Some(path) = &o.out {
         std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));

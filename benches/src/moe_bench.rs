@@ -114,11 +114,13 @@ impl MoeRow {
     pub fn tbps(&self) -> f64 {
         self.weight_bytes / (self.ms * 1e-3) / 1e12
     }
-    pub fn to_json(&self, info: &DeviceInfo, commit: &str, date: &str, artifact: &str) -> String {
+    /// One JSON line; `artifact` is the module it ran (`build`: its compiler).
+    pub fn to_json(&self, info: &DeviceInfo, commit: &str, date: &str, artifact: &cukernels::Artifact) -> String {
+        let build = artifact.compiler.name();
         let s = &self.shape;
         let tbps = if s.tokens <= 8 { format!(",\"ours_tbps\":{:.3}", self.tbps()) } else { String::new() };
         format!(
-            "{{\"op\":\"moe\",\"label\":\"{}\",\"model\":\"{}\",\"format\":\"{}\",\"tokens\":{},\"experts\":{},\"n_used\":{},\"n\":{},\"k\":{},\"x_rows\":\"{}\",\"path\":\"{}\",\"ours_ms\":{:.5},\"ours_tflops\":{:.3}{tbps},\"baseline\":\"cublas-f16\",\"baseline_ms\":{:.5},\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"gpu\":\"{}\",\"artifact\":\"{artifact}\",\"commit\":\"{commit}\",\"date\":\"{date}\"}}",
+            "{{\"op\":\"moe\",\"label\":\"{}\",\"model\":\"{}\",\"format\":\"{}\",\"tokens\":{},\"experts\":{},\"n_used\":{},\"n\":{},\"k\":{},\"x_rows\":\"{}\",\"path\":\"{}\",\"ours_ms\":{:.5},\"ours_tflops\":{:.3}{tbps},\"baseline\":\"cublas-f16\",\"baseline_ms\":{:.5},\"baseline_tflops\":{:.3},\"ratio\":{:.4},\"gpu\":\"{}\",\"artifact\":\"{artifact}\",\"build\":\"{build}\",\"commit\":\"{commit}\",\"date\":\"{date}\"}}",
             s.label(),
             s.model,
             s.format,

@@ -2,8 +2,8 @@
 //! every entry point of every kernel family's embedded PTX modules. Column meanings are in
 //! README.md ("Reading the report").
 
-use crate::resources::{find_ptxas, ptxas_resources, KernelResources};
-use cukernels::{artifacts, decode_features_per_warp, direct_features_per_warp, moe_config, sgemm_config, Arch, ArtifactKind, GgufFormat, MoePath, SgemmVariant};
+use crate::resources::{find_ptxas, known_rust_cuda_spills, ptxas_resources, KernelResources};
+use cukernels::{artifacts, decode_features_per_warp, direct_features_per_warp, moe_config, sgemm_config, Arch, ArtifactKind, Compiler, GgufFormat, MoePath, SgemmVariant};
 use std::fmt::Write;
 
 /// The config table: one line per (architecture, variant).
@@ -142,20 +142,22 @@ pub fn resource_table() -> Result<(Vec<KernelResources>, String), String> {
     }
     let family_w = all.iter().map(|k| k.family.name().len()).chain(["family".len()]).max().unwrap_or(0);
     let kernel_w = all.iter().map(|k| k.kernel.len()).chain(["kernel".len()]).max().unwrap_or(0);
+    let known = known_rust_cuda_spills();
     let mut s = String::new();
     writeln!(s, "ptxas resources ({}), per kernel", ptxas.display()).unwrap();
     writeln!(
         s,
-        "{:<7} {:<7} {:<family_w$} {:<kernel_w$} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
-        "target", "config", "family", "kernel", "regs", "stack B", "spill B", "smem B", "blk/SM", "designed", "ok"
+        "{:<7} {:<7} {:<9} {:<family_w$} {:<kernel_w$} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
+        "target", "config", "build", "family", "kernel", "regs", "stack B", "spill B", "smem B", "blk/SM", "designed", "ok"
     )
     .unwrap();
     for k in &all {
         writeln!(
             s,
-            "{:<7} {:<7} {:<family_w$} {:<kernel_w$} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
+            "{:<7} {:<7} {:<9} {:<family_w$} {:<kernel_w$} {:>5} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
             k.target.name(),
             k.config.name(),
+            k.compiler.name(),
             k.family.name(),
             k.kernel,
             k.registers,
@@ -164,9 +166,40 @@ pub fn resource_table() -> Result<(Vec<KernelResources>, String), String> {
             k.static_smem + k.dynamic_smem,
             k.blocks_per_sm(),
             k.designed_blocks_per_sm,
-            if k.violations().is_empty() { "yes" } else { "NO" }
+            if k.checked_violations(&known).is_empty() { if k.stack_frame > 0 { "known" } else { "yes" } } else { "NO" }
         )
         .unwrap();
     }
+    s += &compiler_comparison(&all);
     Ok((all, s))
+}
+
+/// Where the build embeds the rust-cuda modules: each of their kernels beside the nvptx build of
+/// the same target and config (registers, stack frame, spills), and how many kernels use more
+/// or fewer registers. Empty otherwise.
+pub fn compiler_comparison(all: &[KernelResources]) -> String {
+    let rust_cuda: Vec<&KernelResources> = all.iter().filter(|k| k.compiler == Compiler::RustCuda).collect();
+    if rust_cuda.is_empty() {
+        return String::new();
+    }
+    let kernel_w = rust_cuda.iter().map(|k| k.kernel.len()).max().unwrap_or(0);
+    let mut s = String::new();
+    writeln!(s, "\nrust-cuda beside nvptx (registers / stack B / spill B)").unwrap();
+    writeln!(s, "{:<7} {:<7} {:<kernel_w$} {:>17} {:>17}", "target", "config", "kernel", "nvptx", "rust-cuda").unwrap();
+    let (mut more, mut fewer, mut same) = (0, 0, 0);
+    for r in &rust_cuda {
+        let nvptx = all.iter().find(|k| k.compiler == Compiler::Nvptx && k.target == r.target && k.config == r.config && k.kernel == r.kernel);
+        let cell = |k: &KernelResources| format!("{} / {} / {}", k.registers, k.stack_frame, k.spill_stores + k.spill_loads);
+        let left = nvptx.map(|k| cell(k)).unwrap_or_else(|| "(not built)".into());
+        writeln!(s, "{:<7} {:<7} {:<kernel_w$} {:>17} {:>17}", r.target.name(), r.config.name(), r.kernel, left, cell(r)).unwrap();
+        if let Some(n) = nvptx {
+            match r.registers.cmp(&n.registers) {
+                std::cmp::Ordering::Greater => more += 1,
+                std::cmp::Ordering::Less => fewer += 1,
+                std::cmp::Ordering::Equal => same += 1,
+            }
+        }
+    }
+    writeln!(s, "rust-cuda kernels: {} ({more} with more registers than nvptx's, {fewer} with fewer, {same} the same)", rust_cuda.len()).unwrap();
+    s
 }

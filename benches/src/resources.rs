@@ -4,7 +4,7 @@
 //! module's family gives for the config row the module was built with. `cukernels-bench report`
 //! prints these; the `ptx_resources` test fails on any violation.
 
-use cukernels::{Artifact, ArtifactKind};
+use cukernels::{Artifact, ArtifactKind, Compiler};
 use cukernels::{Arch, KernelFamily};
 use std::path::PathBuf;
 use std::process::Command;
@@ -16,6 +16,8 @@ pub struct KernelResources {
     pub family: KernelFamily,
     pub target: Arch,
     pub config: Arch,
+    /// What compiled the module (nvptx, or rust-cuda where the build embeds it).
+    pub compiler: Compiler,
     /// The entry point's name.
     pub kernel: &'static str,
     pub registers: u32,
@@ -47,7 +49,7 @@ impl KernelResources {
     pub fn violations(&self) -> Vec<String> {
         let l = self.config.limits();
         let mut v = Vec::new();
-        let who = format!("{} {} kernel `{}` (config {})", self.target, self.family, self.kernel, self.config);
+        let who = format!("{} {} kernel `{}` (config {}, {} build)", self.target, self.family, self.kernel, self.config, self.compiler);
         if self.stack_frame != 0 {
             v.push(format!("{who}: {} bytes of stack frame (local memory); must be 0", self.stack_frame));
         }
@@ -98,7 +100,7 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &Artifact) -> Result<Vec<KernelR
     }
     let dir = std::env::temp_dir().join(format!("cukernels-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let stem = format!("{}_{}_{}", module.family.name(), module.config.name(), module.target.name());
+    let stem = format!("{}_{}_{}_{}", module.family.name(), module.config.name(), module.target.name(), module.compiler.name());
     let ptx_path = dir.join(format!("{stem}.ptx"));
     std::fs::write(&ptx_path, module.bytes().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let out = Command::new(ptxas)
@@ -111,7 +113,7 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &Artifact) -> Result<Vec<KernelR
         .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
     let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        return Err(format!("ptxas rejected the {} {} PTX (config {}):\n{log}", module.target, module.family, module.config));
+        return Err(format!("ptxas rejected the {module}:\n{log}"));
     }
     let mut kernels = Vec::new();
     for i in 0..module.family.kernel_count() {
@@ -123,6 +125,7 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &Artifact) -> Result<Vec<KernelR
             family: module.family,
             target: module.target,
             config: module.config,
+            compiler: module.compiler,
             kernel: spec.entry_point,
             registers: number_before(section, " registers").unwrap_or(0),
             stack_frame: number_before(section, " bytes stack frame").unwrap_or(0),
@@ -155,4 +158,38 @@ fn number_before(text: &str, suffix: &str) -> Option<u32> {
     let at = text.find(suffix)?;
     let digits: String = text[..at].chars().rev().take_while(|c| c.is_ascii_digit()).collect();
     digits.chars().rev().collect::<String>().parse().ok()
+}
+
+/// `rust-cuda/known-spills.txt`: (target, config, kernel) → (stack frame, spill) bytes allowed.
+pub fn known_rust_cuda_spills() -> Vec<(String, u32, u32)> {
+    include_str!("../../rust-cuda/known-spills.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 5, "malformed line in rust-cuda/known-spills.txt: {l}");
+            (format!("{} {} {}", f[0], f[1], f[2]), f[3].parse().unwrap(), f[4].parse().unwrap())
+        })
+        .collect()
+}
+
+impl KernelResources {
+    /// [`violations`](Self::violations), with a rust-cuda kernel's local memory allowed up to what
+    /// `known` ([`known_rust_cuda_spills`]) lists for it, and an allowance it no longer needs
+    /// reported (the `ptx_resources` test and `cukernels-bench report` check with this).
+    pub fn checked_violations(&self, known: &[(String, u32, u32)]) -> Vec<String> {
+        let k = self;
+        let key = format!("{} {} {}", k.target.name(), k.config.name(), k.kernel);
+        let listed = known.iter().find(|(name, _, _)| *name == key).filter(|_| k.compiler == Compiler::RustCuda);
+        let Some(&(_, stack, spill)) = listed else { return k.violations() };
+        let used = (k.stack_frame, k.spill_stores + k.spill_loads);
+        let mut v = KernelResources { stack_frame: 0, spill_stores: 0, spill_loads: 0, ..k.clone() }.violations();
+        if used.0 > stack || used.1 > spill {
+            v.push(format!("rust-cuda {key}: {} B stack frame and {} B of spills, more than the {stack} and {spill} of rust-cuda/known-spills.txt", used.0, used.1));
+        }
+        if used == (0, 0) {
+            v.push(format!("rust-cuda {key} no longer uses local memory: delete its line from rust-cuda/known-spills.txt"));
+        }
+        v
+    }
 }

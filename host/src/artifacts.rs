@@ -13,7 +13,7 @@
 //! Below sm_70 nothing runs ([`Error::UnsupportedDevice`]).
 
 use crate::error::{Error, Result};
-pub use cukernels_gpu::{Arch, ArtifactKind, KernelFamily};
+pub use cukernels_gpu::{Arch, ArtifactKind, Compiler, KernelFamily};
 
 pub use crate::zstd_frame::decompress;
 
@@ -27,6 +27,9 @@ pub struct Artifact {
     /// `config-probes` builds).
     pub config: Arch,
     pub kind: ArtifactKind,
+    /// What compiled the kernel sources: the nvptx build (everything that ships) or, in a
+    /// build that asked for it, rust-cuda (sm_100 and sm_120; README "rust-cuda").
+    pub compiler: Compiler,
     /// Bytes once decompressed.
     pub raw_len: usize,
     /// SHA-256 of the decompressed bytes (as the manifest lists it).
@@ -55,6 +58,9 @@ impl std::fmt::Display for Artifact {
         write!(f, "{} {} for {}", self.family, self.kind, self.target)?;
         if self.config != self.target {
             write!(f, " (config {})", self.config)?;
+        }
+        if self.compiler != Compiler::Nvptx {
+            write!(f, " built by {}", self.compiler)?;
         }
         Ok(())
     }
@@ -109,10 +115,17 @@ pub fn for_device(family: KernelFamily, major: u32, minor: u32) -> Result<&'stat
     find(family, target, target, kind)
 }
 
-/// The artifact of `family` of `kind` compiled for `target` with the config row of `config`.
+/// The artifact of `family` of `kind` compiled for `target` with the config row of `config`:
+/// the rust-cuda build where this build embeds one (it is only there when asked for: README
+/// "rust-cuda"), else the nvptx build.
 pub fn find(family: KernelFamily, target: Arch, config: Arch, kind: ArtifactKind) -> Result<&'static Artifact> {
+    find_compiled(family, target, config, kind, Compiler::RustCuda).or_else(|_| find_compiled(family, target, config, kind, Compiler::Nvptx))
+}
+
+/// As [`find`], built by `compiler`.
+pub fn find_compiled(family: KernelFamily, target: Arch, config: Arch, kind: ArtifactKind, compiler: Compiler) -> Result<&'static Artifact> {
     EMBEDDED
         .iter()
-        .find(|a| a.family == family && a.target == target && a.config == config && a.kind == kind)
-        .ok_or(Error::ArtifactNotEmbedded { family, target, config, kind })
+        .find(|a| a.family == family && a.target == target && a.config == config && a.kind == kind && a.compiler == compiler)
+        .ok_or(Error::ArtifactNotEmbedded { family, target, config, kind, compiler })
 }

@@ -1,7 +1,7 @@
 //! The one error type of the crate: every invalid argument is reported before anything launches,
 //! naming the argument and its value.
 
-use crate::artifacts::ArtifactKind;
+use crate::artifacts::{ArtifactKind, Compiler};
 use cukernels_gpu::{Arch, KernelFamily};
 
 /// Everything that can go wrong in cukernels. New variants may be added in minor releases.
@@ -19,8 +19,8 @@ pub enum Error {
     #[error("no {family} artifact for compute capability {major}.{minor} is embedded in this build (embedded: {embedded})")]
     NoMatchingArtifact { family: KernelFamily, major: u32, minor: u32, embedded: String },
     /// A specific artifact was asked for but is not embedded.
-    #[error("no {kind} of the {family} kernels compiled for {target} with the {config} config is embedded (PTX of every architecture and the config probes come with the `from-source` and `config-probes` features)")]
-    ArtifactNotEmbedded { family: KernelFamily, target: Arch, config: Arch, kind: ArtifactKind },
+    #[error("no {kind} of the {family} kernels compiled by {compiler} for {target} with the {config} config is embedded (PTX of every architecture and the config probes come with the `from-source` and `config-probes` features, the rust-cuda build with CUKERNELS_RUST_CUDA_PTX_DIR)")]
+    ArtifactNotEmbedded { family: KernelFamily, target: Arch, config: Arch, kind: ArtifactKind, compiler: Compiler },
     /// An embedded artifact does not decompress to what the build recorded.
     #[error("corrupt embedded artifact: {0}")]
     CorruptArtifact(String),

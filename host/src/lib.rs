@@ -40,7 +40,7 @@ pub mod sgemm;
 mod zstd_frame;
 
 pub use cudarc;
-pub use artifacts::{Artifact, ArtifactKind};
+pub use artifacts::{Artifact, ArtifactKind, Compiler};
 pub use attention::{alibi_slopes, Alibi, Attention, AttentionBuffers, AttentionElement, AttentionExtras, AttentionLengths, AttentionPlan, MaskBuffer, MaskShape, PagedKv, Strides, Varlen};
 pub use cukernels_gpu::quant::{GgufFormat, QK, QK_K};
 pub use cukernels_gpu::{

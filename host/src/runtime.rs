@@ -3,7 +3,7 @@
 //! architecture, else PTX: [`crate::artifacts`]), loaded lazily on the family's first launch
 //! (or by [`Cukernels::preload`]), and checked against its config before any launch.
 
-use crate::artifacts::{self, Artifact, ArtifactKind};
+use crate::artifacts::{self, Artifact, ArtifactKind, Compiler};
 use crate::error::{Error, Result};
 use crate::sgemm::OwnWorkspace;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
@@ -123,11 +123,26 @@ impl Cukernels {
     /// driver JIT-compile the kernels even where a cubin would run (tests of the PTX path,
     /// the load benchmark).
     pub fn with_artifact(ctx: &Arc<CudaContext>, target: Arch, config: Arch, kind: ArtifactKind) -> Result<Self> {
+        Self::with_build(ctx, target, config, kind, None)
+    }
+
+    /// As [`with_artifact`](Self::with_artifact), with the compiler of the kernels chosen too
+    /// (a build that embeds both the nvptx and the rust-cuda sm_100/sm_120 modules: tests and
+    /// benchmarks of one beside the other).
+    pub fn with_compiled_artifact(ctx: &Arc<CudaContext>, target: Arch, config: Arch, kind: ArtifactKind, compiler: Compiler) -> Result<Self> {
+        Self::with_build(ctx, target, config, kind, Some(compiler))
+    }
+
+    fn with_build(ctx: &Arc<CudaContext>, target: Arch, config: Arch, kind: ArtifactKind, compiler: Option<Compiler>) -> Result<Self> {
         let (major, minor) = capability(ctx)?;
         if !artifacts::runs_on(target, kind, major, minor) {
             return Err(Error::invalid("target", target, format!("a {kind} for {target} cannot run on a device of compute capability {major}.{minor}")));
         }
-        let families = KernelFamily::ALL.iter().map(|&f| artifacts::find(f, target, config, kind)).collect::<Result<Vec<_>>>()?;
+        let pick = |f| match compiler {
+            Some(c) => artifacts::find_compiled(f, target, config, kind, c),
+            None => artifacts::find(f, target, config, kind),
+        };
+        let families = KernelFamily::ALL.iter().map(|&f| pick(f)).collect::<Result<Vec<_>>>()?;
         Self::with_artifacts(ctx, (major, minor), families)
     }
 
@@ -231,7 +246,14 @@ impl Cukernels {
                 max_threads_per_block: f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
                 blocks_per_sm: f.occupancy_max_active_blocks_per_multiprocessor(spec.threads, spec.smem_bytes as usize, None)?,
             };
-            check_kernel_limits(&spec, &attributes).map_err(|reason| Error::KernelLimits {
+            // The opt-in rust-cuda build may keep a few bytes of spills in the kernels that
+            // `rust-cuda/known-spills.txt` lists (CI checks each against its listed bytes with
+            // ptxas): slower, not wrong, so only its other limits are checked here.
+            let checked = match artifact.compiler {
+                Compiler::Nvptx => attributes,
+                Compiler::RustCuda => LoadedKernelAttributes { local_bytes: 0, ..attributes },
+            };
+            check_kernel_limits(&spec, &checked).map_err(|reason| Error::KernelLimits {
                 kernel: spec.entry_point,
                 artifact: artifact.to_string(),
                 reason,

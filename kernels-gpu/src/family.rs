@@ -57,6 +57,39 @@ impl core::fmt::Display for ArtifactKind {
     }
 }
 
+/// The compiler that turned the kernel sources into PTX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Compiler {
+    /// rustc's own `nvptx64-nvidia-cuda` target (LLVM's NVPTX backend), with the pinned
+    /// nightly: every architecture, and everything that ships.
+    Nvptx,
+    /// rust-cuda (`rustc_codegen_nvvm` on its LLVM 19 path, then libNVVM): sm_100 and sm_120
+    /// only, opt-in (`scripts/rust-cuda-build.sh`, README "rust-cuda").
+    RustCuda,
+}
+
+impl Compiler {
+    pub const ALL: [Compiler; 2] = [Compiler::Nvptx, Compiler::RustCuda];
+
+    /// The name in the manifest, in benchmark rows (`build`) and in artifact file names.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Compiler::Nvptx => "nvptx",
+            Compiler::RustCuda => "rust-cuda",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Compiler> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+impl core::fmt::Display for Compiler {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What the host needs to know of one entry point to load and check it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelSpec {
@@ -82,6 +115,20 @@ impl KernelFamily {
             KernelFamily::Sgemm => "sgemm",
             KernelFamily::Attention => "attention",
             KernelFamily::Moe => "moe",
+        }
+    }
+
+    /// LLVM's loop-unroll threshold for this family's device build (both compilers: the nvptx
+    /// build passes it to rustc's LLVM, the rust-cuda build to the LLVM 19 pass it runs before
+    /// libNVVM). Every loop over a register array must be unrolled: a loop left rolled indexes
+    /// the array dynamically, which puts it in local memory. SGEMM's loops unroll under 5000;
+    /// the attention kernels' shuffle path (sm_70, bf16 on sm_75) has bodies ten times a
+    /// matrix instruction's and needs 30000, as do the MoE matmul's loops over rows, features
+    /// and the 8 words of a chunk.
+    pub const fn unroll_threshold(self) -> u32 {
+        match self {
+            KernelFamily::Sgemm => 5000,
+            KernelFamily::Attention | KernelFamily::Moe => 30000,
         }
     }
 

@@ -38,7 +38,7 @@ pub use attention_config::{
     attention_config, attention_kernel_index, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionKernel, AttentionTile, MatrixPath,
     ATTENTION_CONFIGS, ATTENTION_KERNELS, ATTENTION_SMEM_PAD, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES,
 };
-pub use family::{ArtifactKind, KernelFamily, KernelSpec};
+pub use family::{ArtifactKind, Compiler, KernelFamily, KernelSpec};
 pub use moe_config::{
     decode_features_per_warp, direct_features_per_warp, moe_config, moe_kernel_index, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoePath, MoeTile, MOE_CHUNKS_PER_STEP, MOE_CONFIGS, MOE_KERNELS, MOE_PREPARE_THREADS,
     MOE_QUANTIZE_VALUES_PER_THREAD,

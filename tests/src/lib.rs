@@ -5,30 +5,42 @@
 pub mod attention_ref;
 
 use cukernels::cudarc::driver::CudaStream;
-use cukernels::{artifacts, device_context, Arch, ArtifactKind, Cukernels, KernelFamily};
+use cukernels::{artifacts, device_context, Arch, ArtifactKind, Compiler, Cukernels, KernelFamily};
 use std::sync::Arc;
 
-/// A stream and one handle per config of `configs` that this device can run `family` with: the
-/// config's cubin where one runs, else its PTX (JIT-compiled), else its sm_90 probe (the
-/// sm_100/sm_120 rows built for sm_90). Each family is preloaded. On an sm_90 device every
-/// config must be there (asserted when `configs` is every architecture). Panics without a GPU.
+/// A stream and one handle per config of `configs` and compiler that this device can run
+/// `family` with: the config's cubin where one runs, else its PTX (JIT-compiled), else its
+/// sm_90 probe (the sm_100/sm_120 rows built for sm_90); the nvptx build, and beside it the
+/// rust-cuda build where one is embedded (README "rust-cuda"); `CUKERNELS_TEST_COMPILER=rust-cuda`
+/// (or `nvptx`) tests only that compiler's. Each family is preloaded. On an sm_90 device every
+/// config must be there (asserted when `configs` is every architecture and the nvptx build is
+/// tested). Panics without a GPU.
 pub fn config_handles(family: KernelFamily, configs: &[Arch]) -> (Arc<CudaStream>, Vec<Cukernels>) {
     let ctx = device_context(0).expect("these tests need a CUDA GPU");
     let (major, minor) = ctx.compute_capability().unwrap();
     let (major, minor) = (major as u32, minor as u32);
+    let only = std::env::var("CUKERNELS_TEST_COMPILER").ok().map(|name| {
+        Compiler::from_name(&name).unwrap_or_else(|| panic!("CUKERNELS_TEST_COMPILER={name}: nvptx or rust-cuda"))
+    });
+    let compilers: Vec<Compiler> = Compiler::ALL.into_iter().filter(|&c| only.is_none_or(|o| o == c)).collect();
     let mut handles = Vec::new();
     for &config in configs {
-        let candidates: Vec<_> = artifacts::embedded().iter().filter(|a| a.family == family && a.config == config && a.runs_on(major, minor)).collect();
-        let pick = candidates.iter().find(|a| a.kind == ArtifactKind::Cubin).or_else(|| candidates.first());
-        if let Some(a) = pick {
-            handles.push(Cukernels::with_artifact(&ctx, a.target, a.config, a.kind).unwrap());
+        for &compiler in &compilers {
+            let candidates: Vec<_> =
+                artifacts::embedded().iter().filter(|a| a.family == family && a.config == config && a.compiler == compiler && a.runs_on(major, minor)).collect();
+            let pick = candidates.iter().find(|a| a.kind == ArtifactKind::Cubin).or_else(|| candidates.first());
+            if let Some(a) = pick {
+                handles.push(Cukernels::with_compiled_artifact(&ctx, a.target, a.config, a.kind, a.compiler).unwrap());
+            }
         }
     }
     let names: Vec<String> = handles.iter().map(|h| h.artifact(family).to_string()).collect();
     eprintln!("GPU sm_{major}{minor}: testing {family} configs {names:?}");
-    if major == 9 && configs.len() == Arch::ALL.len() {
-        assert_eq!(handles.len(), 8, "every architecture's config must be testable on an sm_90 device: {names:?}");
+    if major == 9 && configs.len() == Arch::ALL.len() && compilers.contains(&Compiler::Nvptx) {
+        let nvptx = handles.iter().filter(|h| h.artifact(family).compiler == Compiler::Nvptx).count();
+        assert_eq!(nvptx, 8, "every architecture's config must be testable on an sm_90 device: {names:?}");
     }
+    assert!(!handles.is_empty(), "no {family} module of {compilers:?} runs on this device: {names:?}");
     for h in &handles {
         h.preload_family(family).unwrap();
     }
