@@ -471,7 +471,7 @@ fn ptxas_version(ptxas: &Path) -> String {
 fn assemble_cubin(ptxas: &Path, ptx: &Path, b: Build) -> Vec<u8> {
     let cubin = ptx.with_extension("cubin");
     let out = Command::new(ptxas)
-        .arg(format!("-arch={}", b.target.name()))
+        .arg(format!("-arch={}", b.target.ptx_target()))
         .args(PTXAS_FLAGS)
         .arg("-o")
         .arg(&cubin)
@@ -562,7 +562,7 @@ fn rust_cuda_ptx(dir: &Path, b: Build) -> String {
         return ptx;
     }
     ptx.lines()
-        .map(|l| if l.trim() == built_for { format!(".target {}", b.target.name()) } else { l.to_string() })
+        .map(|l| if l.trim() == built_for { format!(".target {}", b.target.ptx_target()) } else { l.to_string() })
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
@@ -599,7 +599,7 @@ fn compile_ptx(crate_dir: &Path, out_dir: &Path, b: Build) -> String {
     let target_dir = out_dir.join("nvptx").join(b.stem());
     let rustflags = format!(
         "-C target-cpu={} -C llvm-args=-unroll-threshold={} --cfg cukernels_config=\"{}\" --cfg cukernels_family=\"{}\"",
-        b.target.name(),
+        b.target.ptx_target(),
         b.family.unroll_threshold(),
         b.config.name(),
         b.family.name()

@@ -112,7 +112,7 @@ fn a_from_source_build_embeds_every_architecture_both_kinds_and_the_probes() {
                     }
                     Ptx => {
                         let text = String::from_utf8(bytes).unwrap();
-                        assert!(text.contains(&format!(".target {}", target.name())), "{a}");
+                        assert!(text.contains(&format!(".target {}", target.ptx_target())), "{a}");
                         assert!(text.contains(".extern .shared .align 128 .b8"), "{a}: dynamic shared memory must be 128-byte aligned");
                         // Launch bounds from the config row the module was built with.
                         for index in 0..family.kernel_count() {

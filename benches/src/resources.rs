@@ -104,7 +104,7 @@ pub fn ptxas_resources(ptxas: &PathBuf, module: &Artifact) -> Result<Vec<KernelR
     let ptx_path = dir.join(format!("{stem}.ptx"));
     std::fs::write(&ptx_path, module.bytes().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let out = Command::new(ptxas)
-        .arg(format!("-arch={}", module.target.name()))
+        .arg(format!("-arch={}", module.target.ptx_target()))
         .arg("-v")
         .arg(&ptx_path)
         .arg("-o")

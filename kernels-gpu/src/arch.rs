@@ -102,6 +102,18 @@ impl Arch {
         }
     }
 
+    /// The target the device code of this architecture is compiled and assembled for (LLVM's
+    /// `target-cpu`, `ptxas -arch`, the PTX `.target`): `sm_90a` for sm_90, whose attention
+    /// tiles use the warpgroup MMA (`wgmma`) that only the architecture-specific target has
+    /// (a cubin of it runs on compute capability 9.0 alone, which is all an sm_90 cubin serves);
+    /// the name itself for the others, whose PTX also ships for newer GPUs to compile.
+    pub const fn ptx_target(self) -> &'static str {
+        match self {
+            Arch::Sm90 => "sm_90a",
+            arch => arch.name(),
+        }
+    }
+
     /// Parses `"sm_90"` (or `"90"`).
     pub fn from_name(name: &str) -> Option<Arch> {
         let digits = name.trim().strip_prefix("sm_").unwrap_or(name.trim());

@@ -193,6 +193,11 @@ pub struct AttentionTile {
     pub q_in_registers: bool,
     /// Designed occupancy: the launch bound.
     pub blocks_per_sm: u32,
+    /// Products by warpgroup instructions (`wgmma`, sm_90a): each group of 4 row warps (64
+    /// rows) multiplies its whole `Q·Kᵀ` tile and `P·V` tile with a few asynchronous
+    /// instructions reading K and V from shared memory in the core-matrix layout, instead of one
+    /// `mma` per 16×8×16 step fed by `ldmatrix` (`m_tiles` 1, no splits).
+    pub wgmma: bool,
 }
 
 impl AttentionTile {
@@ -214,14 +219,24 @@ impl AttentionTile {
     /// (`bk × (D_k + pad)`) and V (`bk × (D_v + pad)`), 2-byte elements; at least the end of
     /// block merge of a key split, which reuses it ([`key_merge_bytes`](Self::key_merge_bytes)).
     pub const fn smem_bytes(&self, head: AttentionHead) -> u32 {
-        let k_row = head.dk() + ATTENTION_SMEM_PAD;
-        let v_row = head.dv() + ATTENTION_SMEM_PAD;
-        let pipeline = 2 * (self.rows() * k_row + self.stages * self.bk * (k_row + v_row));
+        let k_row = head.dk() + self.smem_pad();
+        let v_row = head.dv() + self.smem_pad();
+        // (`wgmma` tiles: and 1024 bytes to align the start to a swizzle atom.)
+        let pipeline = 2 * (self.rows() * k_row + self.stages * self.bk * (k_row + v_row)) + if self.wgmma { 1024 } else { 0 };
         let merge = self.key_merge_bytes(head);
         if merge > pipeline {
             merge
         } else {
             pipeline
+        }
+    }
+    /// Padding of each shared-memory row: [`ATTENTION_SMEM_PAD`], or none in the core-matrix
+    /// layout of `wgmma` tiles (conflict-free without it).
+    pub const fn smem_pad(&self) -> u32 {
+        if self.wgmma {
+            0
+        } else {
+            ATTENTION_SMEM_PAD
         }
     }
     /// Shared memory of the merge of a key split: every warp but those of the first key
@@ -250,6 +265,17 @@ impl AttentionTile {
         }
         if (head.dv() / self.dv_split) % 16 != 0 || head.dv() % self.dv_split != 0 {
             return Err("attention tile: each warp's share of D_v must be a multiple of 16 (ldmatrix pairs)");
+        }
+        if self.wgmma {
+            if !matches!(arch, Arch::Sm90) {
+                return Err("attention tile: wgmma exists on sm_90a alone (sm_100 and sm_120 have no warpgroup MMA)");
+            }
+            if self.m_tiles != 1 || self.row_warps % 4 != 0 || self.dv_split != 1 || self.key_split != 1 || self.q_in_registers {
+                return Err("attention tile: a wgmma tile is whole warpgroups of one 16-row tile per warp, no splits, Q in shared memory");
+            }
+            if !matches!(self.bk, 64 | 128 | 256) || !matches!(head.dv(), 64 | 128 | 256) || head.dk() % 64 != 0 {
+                return Err("attention tile: wgmma tiles are built for 64, 128 or 256 keys and D_v, and D_k a multiple of 64 (128-byte swizzle)");
+            }
         }
         if !l.has_cp_async && self.stages != 1 {
             return Err("attention tile: without cp.async (sm_70, sm_75) the kernel copies through registers into one stage");
@@ -289,7 +315,13 @@ impl AttentionArchConfig {
 }
 
 const fn tile(m_tiles: u32, row_warps: u32, dv_split: u32, bk: u32, stages: u32, q_in_registers: bool, blocks_per_sm: u32) -> AttentionTile {
-    AttentionTile { m_tiles, row_warps, dv_split, key_split: 1, bk, stages, q_in_registers, blocks_per_sm }
+    AttentionTile { m_tiles, row_warps, dv_split, key_split: 1, bk, stages, q_in_registers, blocks_per_sm, wgmma: false }
+}
+
+/// A `wgmma` tile (sm_90): `warpgroups` groups of 4 warps, 64 rows each, `bk`-key tiles in
+/// `stages` stages.
+const fn wgmma_tile(warpgroups: u32, bk: u32, stages: u32, blocks_per_sm: u32) -> AttentionTile {
+    AttentionTile { wgmma: true, ..tile(1, 4 * warpgroups, 1, bk, stages, false, blocks_per_sm) }
 }
 
 /// A decode tile: one 16-row matrix tile (the packed query heads of a KV head at a few
@@ -416,7 +448,8 @@ const SM80_TILES: [AttentionTile; 10] = [
     tile(1, 2, 4, 32, 1, false, 1),  // 576/512: 8 warps, 32 rows, 108 KB
 ];
 
-/// sm_90 and sm_100 (H100/H200, B200): 227 KB per block, 228 KB per SM.
+/// sm_100 (B200), and sm_90 where it has no `wgmma` tile (`SM90_TILES`): 227 KB per block,
+/// 228 KB per SM. (Measured on the H200, as the sm_90 row and as the sm_100 config probe.)
 /// - Heads 64 to 128 and 192/128: FlashAttention-2's layout, 4 warps of two 16-row tiles
 ///   (128 rows), two blocks per SM (255 registers each). A K or V fragment read from shared
 ///   memory serves both row tiles (4 MMAs instead of 2), which takes the kernel off the shared
@@ -440,6 +473,31 @@ const HOPPER_TILES: [AttentionTile; 10] = [
     tile(1, 8, 1, 64, 2, false, 1),  // 192: 150.0 KB
     tile(1, 8, 1, 64, 2, false, 1),  // 256: 198.0 KB
     tile(2, 4, 1, 32, 3, false, 2),  // 192/128: 113.0 KB
+    tile(1, 4, 1, 32, 3, false, 1),  // 320/256: 152.0 KB
+    tile(1, 2, 4, 32, 2, false, 1),  // 576/512: 174.5 KB
+];
+
+/// sm_90 (H100/H200): the sm_100 row above, except where the warpgroup MMA (`wgmma`, sm_90a)
+/// serves: heads 128, 256 and 192/128 run two warpgroups of 64 rows (128 rows, 8 warps, one
+/// block per SM), 64-key tiles, K, Q and V in the 128-byte swizzled layout. Each warpgroup
+/// multiplies its `Q·Kᵀ` tile with `D_k/16` instructions reading shared memory and its `P·V`
+/// with 4 instructions taking P from registers, where `mma.sync` needed 64 of each plus the
+/// `ldmatrix` reads that fed them. On the H200 the head-128 prefill at 4096 went from 294 to
+/// 398 TFLOP/s with 128-key tiles (which spilled 16 bytes; 64-key tiles do not). The layout
+/// matters: the same kernel on the unswizzled core-matrix layout ran at 230
+/// (benches/results/NOTES.md, "Attention: wgmma"). Head 64 stays on `mma.sync` (284 against
+/// 290 TFLOP/s there: a 64-wide head gives each instruction too little work); heads 80 to 112,
+/// 192 and the wide pairs have no `wgmma` tile yet (the 128-byte swizzle wants multiples of 64,
+/// and 192 or 320 columns are no `wgmma` width here).
+const SM90_TILES: [AttentionTile; 10] = [
+    tile(2, 4, 1, 64, 3, false, 2),  // 64: 72.0 KB
+    tile(2, 4, 1, 64, 3, false, 2),  // 80: 88.0 KB
+    tile(2, 4, 1, 32, 3, false, 2),  // 96: 65.0 KB
+    tile(2, 4, 1, 32, 3, false, 2),  // 112: 75.0 KB
+    wgmma_tile(2, 64, 3, 1),         // 128: 129 KB
+    tile(1, 8, 1, 64, 2, false, 1),  // 192: 150.0 KB
+    wgmma_tile(2, 64, 2, 1),         // 256: 193 KB
+    wgmma_tile(2, 64, 3, 1),         // 192/128: 169 KB
     tile(1, 4, 1, 32, 3, false, 1),  // 320/256: 152.0 KB
     tile(1, 2, 4, 32, 2, false, 1),  // 576/512: 174.5 KB
 ];
@@ -497,7 +555,7 @@ pub const ATTENTION_CONFIGS: [AttentionArchConfig; 8] = [
     AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES, decode_tiles: SM80_DECODE_TILES },
     AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
     AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm90, tiles: HOPPER_TILES, decode_tiles: HOPPER_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm90, tiles: SM90_TILES, decode_tiles: HOPPER_DECODE_TILES },
     AttentionArchConfig { arch: Arch::Sm100, tiles: HOPPER_TILES, decode_tiles: HOPPER_DECODE_TILES },
     AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
 ];

@@ -634,3 +634,167 @@ pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
     }
     round(lo) | round(hi) << 16
 }
+
+// ---- Warpgroup matrix multiply (`wgmma`, sm_90a only) ---------------------------------------
+//
+// A warpgroup (4 consecutive warps, 128 threads) multiplies a 64 × 16 tile of A by a 16 × N
+// tile of B into a 64 × N f32 accumulator that its 128 threads hold: warp `w` of the group
+// holds rows `16w ..`, in exactly the `mma.m16n8k16` C layout of one 16-row tile per 8 columns
+// (`acc[n8]` = rows g and g + 8, columns 8·n8 + 2t, + 1). A comes from shared memory (a
+// descriptor) or from registers (the `mma.m16n8k16` A fragment of the warp's 16 rows); B always
+// from shared memory. The instruction is asynchronous: it is issued by `wgmma.mma_async`,
+// closed into a group by [`wgmma_commit`], and its results (and its register inputs) may be
+// touched only after [`wgmma_wait`] has waited for that group. Before the first `wgmma` of a
+// batch, [`wgmma_fence`] orders the registers' earlier writes before the asynchronous reads.
+//
+// The accumulators flow through every `asm!` of a batch as `inout` operands (the multiplies
+// and, after the wait, [`wgmma_hold`]), so the compiler reads them only after the wait.
+
+/// A shared-memory matrix descriptor of `wgmma` for the 128-byte swizzled layout (PTX ISA,
+/// "Matrix Descriptor Format"; swizzle mode 1 in bits 62-63): `addr` is the shared address of
+/// the operand's first element (its atoms of 8 rows × 128 bytes at 1024-byte boundaries, so the
+/// base offset is 0), `leading` the bytes from one 64-element column of atoms to the next
+/// (MN-major operands; unused by K-major ones, whose k-steps move `addr`), `stride` the bytes
+/// from one 8-row atom to the next.
+#[inline(always)]
+pub const fn wgmma_descriptor_sw128(addr: u32, leading: u32, stride: u32) -> u64 {
+    ((addr as u64 >> 4) & 0x3fff) | (((leading as u64 >> 4) & 0x3fff) << 16) | (((stride as u64 >> 4) & 0x3fff) << 32) | (1 << 62)
+}
+
+/// `wgmma.fence.sync.aligned`: the registers written before it (accumulators, A fragments)
+/// are what the following `wgmma`s read. The whole warpgroup executes it together.
+#[inline(always)]
+pub unsafe fn wgmma_fence() {
+    asm!("wgmma.fence.sync.aligned;", options(nostack));
+}
+
+/// `wgmma.commit_group.sync.aligned`: closes the `wgmma`s issued since the last commit into one
+/// group.
+#[inline(always)]
+pub unsafe fn wgmma_commit() {
+    asm!("wgmma.commit_group.sync.aligned;", options(nostack));
+}
+
+/// `wgmma.wait_group.sync.aligned pending`: waits until at most `pending` (0 or 1) of the most
+/// recent groups are unfinished. Then [`wgmma_hold`] the accumulators of every finished group
+/// before reading them.
+#[inline(always)]
+pub unsafe fn wgmma_wait(pending: usize) {
+    if pending == 0 {
+        asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+    } else {
+        asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
+    }
+}
+
+/// Passes each accumulator through an empty `asm!` (after [`wgmma_wait`]): no instruction, but
+/// the compiler may not read a value the asynchronous multiply writes before this point.
+#[inline(always)]
+pub fn wgmma_hold(acc: &mut [[f32; 4]]) {
+    for fragment in acc.iter_mut() {
+        for x in fragment.iter_mut() {
+            // SAFETY: emits nothing.
+            unsafe { asm!("// {x}", x = inout(reg32) *x, options(nomem, nostack, preserves_flags)) };
+        }
+    }
+}
+
+/// `fence.proxy.async.shared::cta`: this thread's earlier writes to shared memory (ordinary
+/// stores and `cp.async`) become visible to the asynchronous proxy that `wgmma` reads through.
+/// A barrier after it extends that to the block.
+#[inline(always)]
+pub fn fence_proxy_async_shared() {
+    // SAFETY: a memory fence; no address.
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
+}
+
+/// One `wgmma.mma_async` of width `$n` on the accumulator `$acc` (`[[f32; 4]; $n / 8]`, whose
+/// operands `$first`, `$rest` number `0 .. $n/2`): `$types` the input types, `$a` the A operand's
+/// text (a descriptor or four registers), `$immediates` what follows the `scale-d` predicate
+/// (the A and B scales and transposes), `$operands` the named operands `$a` and `{b}` use.
+macro_rules! wgmma_asm {
+    ($n:literal, $types:literal, $a:literal, $immediates:literal, [$first:literal $(, $rest:literal)*], $acc:ident, $scale_d:ident, $($operands:tt)*) => {
+        asm!(
+            concat!(
+                "{{ .reg .pred p; setp.ne.b32 p, {scale_d}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $types, " {{",
+                "{", $first, "}" $(, ", {", $rest, "}")*,
+                "}}, ", $a, ", {b}, p, ", $immediates, "; }}"
+            ),
+            inout(reg32) $acc[$first / 4][$first % 4], $(inout(reg32) $acc[$rest / 4][$rest % 4],)*
+            scale_d = in(reg32) $scale_d, $($operands)*
+            options(nostack)
+        )
+    };
+}
+
+/// Defines the `wgmma` wrappers of one width `N` (the accumulator `[[f32; 4]; N / 8]`): both
+/// operands from shared memory (`$ss`, K-major A and B: `Q·Kᵀ`) and A from registers (`$rs`, B
+/// MN-major, i.e. transposed: `P·V` with V as stored), f16 and bf16 inputs. `$indices` number
+/// the accumulator operands `0 .. N/2`; `scale_d` 0 overwrites the accumulator (the first
+/// k-step of a product), 1 adds to it.
+macro_rules! wgmma_width {
+    ($n:literal, $ss:ident, $rs:ident, $indices:tt) => {
+        /// `wgmma.mma_async` (sm_90a), A and B by descriptor (K-major), f16 (`bf16` false) or
+        /// bf16 inputs, f32 accumulators.
+        ///
+        /// Safety: the descriptors describe shared memory of this block holding the operands,
+        /// published to the async proxy ([`fence_proxy_async_shared`] and a barrier); the whole
+        /// warpgroup executes it together, between [`wgmma_fence`] and [`wgmma_commit`].
+        #[inline(always)]
+        pub unsafe fn $ss(acc: &mut [[f32; 4]; $n / 8], a: u64, b: u64, scale_d: u32, bf16: bool) {
+            if bf16 {
+                wgmma_asm!($n, "bf16.bf16", "{a}", "1, 1, 0, 0", $indices, acc, scale_d, a = in(reg64) a, b = in(reg64) b,)
+            } else {
+                wgmma_asm!($n, "f16.f16", "{a}", "1, 1, 0, 0", $indices, acc, scale_d, a = in(reg64) a, b = in(reg64) b,)
+            }
+        }
+
+        /// `wgmma.mma_async` (sm_90a), A from registers (the warp's `mma.m16n8k16` A fragment),
+        /// B by descriptor, MN-major (transposed): f16 or bf16 inputs, f32 accumulators.
+        ///
+        /// Safety: as the shared-memory form; `a` stays untouched until the group is waited for.
+        #[inline(always)]
+        pub unsafe fn $rs(acc: &mut [[f32; 4]; $n / 8], a: [u32; 4], b: u64, scale_d: u32, bf16: bool) {
+            if bf16 {
+                wgmma_asm!($n, "bf16.bf16", "{{{a0}, {a1}, {a2}, {a3}}}", "1, 1, 1", $indices, acc, scale_d,
+                    a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3], b = in(reg64) b,)
+            } else {
+                wgmma_asm!($n, "f16.f16", "{{{a0}, {a1}, {a2}, {a3}}}", "1, 1, 1", $indices, acc, scale_d,
+                    a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3], b = in(reg64) b,)
+            }
+        }
+    };
+}
+wgmma_width!(64, wgmma_m64n64k16_ss, wgmma_m64n64k16_rs, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
+wgmma_width!(128, wgmma_m64n128k16_ss, wgmma_m64n128k16_rs, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
+wgmma_width!(256, wgmma_m64n256k16_ss, wgmma_m64n256k16_rs, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127]);
+
+/// The shared-memory `wgmma` of width `8 · N8` (64, 128 or 256): see [`wgmma_m64n64k16_ss`].
+///
+/// Safety: as [`wgmma_m64n64k16_ss`].
+#[inline(always)]
+pub unsafe fn wgmma_ss<const N8: usize>(acc: &mut [[f32; 4]; N8], a: u64, b: u64, scale_d: u32, bf16: bool) {
+    let acc = acc as *mut [[f32; 4]; N8];
+    // SAFETY (of the casts): the match arm's width is N8.
+    match N8 {
+        8 => wgmma_m64n64k16_ss(&mut *acc.cast(), a, b, scale_d, bf16),
+        16 => wgmma_m64n128k16_ss(&mut *acc.cast(), a, b, scale_d, bf16),
+        32 => wgmma_m64n256k16_ss(&mut *acc.cast(), a, b, scale_d, bf16),
+        _ => panic!("wgmma width"),
+    }
+}
+
+/// The register-A `wgmma` of width `8 · N8` (64, 128 or 256): see [`wgmma_m64n64k16_rs`].
+///
+/// Safety: as [`wgmma_m64n64k16_rs`].
+#[inline(always)]
+pub unsafe fn wgmma_rs<const N8: usize>(acc: &mut [[f32; 4]; N8], a: [u32; 4], b: u64, scale_d: u32, bf16: bool) {
+    let acc = acc as *mut [[f32; 4]; N8];
+    // SAFETY (of the casts): the match arm's width is N8.
+    match N8 {
+        8 => wgmma_m64n64k16_rs(&mut *acc.cast(), a, b, scale_d, bf16),
+        16 => wgmma_m64n128k16_rs(&mut *acc.cast(), a, b, scale_d, bf16),
+        32 => wgmma_m64n256k16_rs(&mut *acc.cast(), a, b, scale_d, bf16),
+        _ => panic!("wgmma width"),
+    }
+}

@@ -43,6 +43,16 @@
 //! `mma.m16n8k16` (sm_80+), two `mma.m16n8k8` (sm_75, f16) or lane shuffles and f32 FMAs
 //! (bf16 on sm_70/sm_75, and sm_70), so everything else is shared by every architecture.
 //!
+//! ## The warpgroup path (`wgmma`, sm_90 tiles with `AttentionTile::wgmma`)
+//! Four consecutive warps form a warpgroup that owns 64 rows (warp `w` its rows `16w ..`, as
+//! one 16-row tile). Per key tile the group issues `D_k/16` asynchronous `wgmma.m64nBKk16`
+//! reading Q and K from shared memory through descriptors, waits for them, and finds its score
+//! accumulators in exactly the fragment layout above, so masks, softmax and the epilogue are
+//! the same code. `P·V` takes P from registers (the `mma` A fragments) and V from shared
+//! memory, one instruction per 16 keys. Q, K and V are stored in the 128-byte swizzled layout
+//! `wgmma` reads (`chunk_offset`) instead of padded rows, made visible to the asynchronous
+//! proxy by a proxy fence before the tile's barrier.
+//!
 //! ## Shared memory and the pipeline
 //! Q (`ROWS × D_k`), and `STAGES` tiles of K (`BK × D_k`) and V (`BK × D_v`), each row padded by
 //! [`ATTENTION_SMEM_PAD`] elements so that `ldmatrix` reads are conflict-free. With `cp.async`
@@ -81,9 +91,10 @@
 mod merge;
 
 use super::ptx::{
-    allow_dependent_launch, ballot, block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32, fma, ldmatrix_x4,
-    ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2, pack_f16x2, rcp, shared_address, shfl_idx,
-    shfl_xor_f32, sync_threads, thread_idx_x,
+    allow_dependent_launch, ballot, block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32,
+    fence_proxy_async_shared, fma, ldmatrix_x4, ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2,
+    pack_f16x2, rcp, shared_address, shfl_idx, shfl_xor_f32, sync_threads, thread_idx_x, wgmma_commit, wgmma_descriptor_sw128, wgmma_fence, wgmma_hold,
+    wgmma_rs, wgmma_ss, wgmma_wait,
 };
 use super::BUILD_CONFIG;
 use crate::abi::{attention_params_entry, AttentionParams};
@@ -103,6 +114,16 @@ const RESCALE_SLACK: f32 = 8.0;
 const PATH_MMA16816: u8 = 0;
 const PATH_MMA1688_PAIR: u8 = 1;
 const PATH_SIMT: u8 = 2;
+/// Warpgroup products (`wgmma`, sm_90a tiles with `AttentionTile::wgmma`).
+const PATH_WGMMA: u8 = 3;
+
+/// Facts of a matrix path known at compile time.
+struct Wgmma<const PATH: u8>;
+
+impl<const PATH: u8> Wgmma<PATH> {
+    /// The path of `wgmma` tiles, whose shared matrices are in the swizzled layout.
+    const CORE: bool = PATH == PATH_WGMMA;
+}
 
 const fn path_id(p: MatrixPath) -> u8 {
     match p {
@@ -150,6 +171,34 @@ impl Shared {
 #[derive(Clone, Copy)]
 #[repr(C, align(16))]
 struct Chunk([u32; 4]);
+
+/// Where chunk `c` (elements `8c .. 8c + 8`) of row `r` of a shared matrix of `rows` rows of
+/// `D` elements sits, in elements from the matrix's start:
+/// - `core` false: rows of `D + PAD` elements, one after the other (`ldmatrix` reads 8 rows'
+///   16-byte chunks at once; the padding puts them into 8 different bank groups);
+/// - `core` true (`wgmma` tiles): the 128-byte swizzled layout that `wgmma` reads through a
+///   descriptor. The matrix is cut into columns of 64 elements (128 bytes), stored one after
+///   the other (`rows · 128` bytes apart: V's "leading" offset); in a column, row `r` is 128
+///   bytes at `r · 128`, 8 rows make one 1024-byte atom (the "stride" offset of Q, K and V),
+///   and the 16-byte chunk `c` of a row sits at chunk `c ^ (r % 8)` of it. That is the XOR
+///   `wgmma` itself applies to the address bits (`Swizzle<3,4,3>`), which needs each atom at
+///   a 1024-byte boundary; it also spreads the 8 chunks of one row, which 8 consecutive
+///   threads copy from 128 contiguous bytes of global memory, over all 32 banks.
+#[inline(always)]
+const fn chunk_offset<const D: usize>(core: bool, rows: usize, r: usize, c: usize) -> usize {
+    if core {
+        (c / 8) * rows * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8
+    } else {
+        r * (D + PAD) + c * 8
+    }
+}
+
+/// The A fragment of `P·V` for 16 keys: the score fragments of its two 8-key tiles `lo` and
+/// `hi`, rounded to 16 bits (rows g and g + 8 of keys `2t ..` in `lo`, `2t + 8 ..` in `hi`).
+#[inline(always)]
+fn p_fragment<const BF16: bool>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
+    [pack::<BF16>(lo[0], lo[1]), pack::<BF16>(lo[2], lo[3]), pack::<BF16>(hi[0], hi[1]), pack::<BF16>(hi[2], hi[3])]
+}
 
 /// `c + a·b` for one 16×8×16 step, on the shared fragment layout, by the build's path.
 #[inline(always)]
@@ -279,12 +328,12 @@ unsafe fn load_b_cols(m: Shared, stride: usize, k0: usize, col0: usize) -> [u32;
 /// Safety: every address `row` returns has `D` readable elements (16-byte aligned when
 /// `vector`); `dst` holds `ROWS × (D + PAD)` elements of this block's shared memory.
 #[inline(always)]
-unsafe fn copy_rows<const ROWS: usize, const D: usize, const THREADS: usize>(dst: Shared, vector: bool, row: impl Fn(usize) -> Option<*const u16>) {
+unsafe fn copy_rows<const ROWS: usize, const D: usize, const THREADS: usize>(core: bool, dst: Shared, vector: bool, row: impl Fn(usize) -> Option<*const u16>) {
     let chunks_per_row = D / 8;
     let mut i = thread_idx_x() as usize;
     while i < ROWS * chunks_per_row {
         let (r, c) = (i / chunks_per_row, i % chunks_per_row);
-        let to_shared = dst.offset(r * (D + PAD) + c * 8);
+        let to_shared = dst.offset(chunk_offset::<D>(core, ROWS, r, c));
         let to = to_shared.ptr;
         match row(r) {
             Some(src) => {
@@ -318,7 +367,7 @@ unsafe fn copy_rows<const ROWS: usize, const D: usize, const THREADS: usize>(dst
 /// Safety: rows `0 .. keys` of `first` have `D` readable elements, 16-byte aligned; `dst`
 /// holds `BK × (D + PAD)` elements of this block's shared memory.
 #[inline(always)]
-unsafe fn copy_key_tile<const BK: usize, const D: usize, const THREADS: usize>(dst: Shared, first: *const u16, seq_stride: usize, keys: usize) {
+unsafe fn copy_key_tile<const BK: usize, const D: usize, const THREADS: usize>(core: bool, dst: Shared, first: *const u16, seq_stride: usize, keys: usize) {
     let chunks_per_row = D / 8;
     let chunks = BK * chunks_per_row;
     // Hidden from the optimizer: each pass's row and chunk would otherwise be computed once,
@@ -337,7 +386,7 @@ unsafe fn copy_key_tile<const BK: usize, const D: usize, const THREADS: usize>(d
             }
             let inside = (r as u32) < keys as u32;
             let source = if inside { from } else { first };
-            let to = dst.offset(r * (D + PAD) + c * 8);
+            let to = dst.offset(chunk_offset::<D>(core, BK, r, c));
             if HAS_CP_ASYNC {
                 cp_async_16(to.addr, source.cast(), if inside { 16 } else { 0 });
             } else {
@@ -426,7 +475,13 @@ unsafe fn forward<
     // and a test of the flags here cost the sm_120 row's head-64 kernel 8 bytes of spill.
     allow_dependent_launch();
     let rows_per_block = ROWS;
-    let (k_row, v_row) = (DK + PAD, DV + PAD);
+    // `wgmma` tiles: K, V and Q in the swizzled layout (`chunk_offset`), rows unpadded. (A
+    // constant, not a local: the copy closure, which LLVM may keep as a function of its own,
+    // would capture a local by reference, and its value would then be reloaded at run time.)
+    let core = Wgmma::<PATH>::CORE;
+    const { assert!(PATH != PATH_WGMMA || (M_TILES == 1 && ROW_WARPS % 4 == 0 && DV_SPLIT == 1 && KEY_SPLIT == 1 && STAGES > 1 && !Q_IN_REGISTERS)) };
+    let pad = if core { 0 } else { PAD };
+    let (k_row, v_row) = (DK + pad, DV + pad);
     let flags = p.flags;
 
     // ---- Which rows and keys this block owns ----
@@ -460,6 +515,9 @@ unsafe fn forward<
     // ---- Shared memory ----
     let smem_ptr = dynamic_smem();
     let smem = Shared { ptr: smem_ptr.cast::<u16>(), addr: shared_address(smem_ptr) };
+    // The swizzled atoms of `wgmma` tiles start at 1024-byte boundaries (the launch asks for
+    // 1024 bytes more: `AttentionTile::smem_bytes`).
+    let smem = if core { smem.offset(((1024 - smem.addr % 1024) % 1024 / 2) as usize) } else { smem };
     let q_smem = smem;
     let k_smem = |s: usize| smem.offset(rows_per_block * k_row + s * BK * k_row);
     let v_smem = |s: usize| smem.offset(rows_per_block * k_row + STAGES * BK * k_row + s * BK * v_row);
@@ -476,7 +534,7 @@ unsafe fn forward<
         }
     };
     let q_batch = if flags & VARLEN != 0 { 0 } else { b * p.q_batch_stride as usize };
-    copy_rows::<ROWS, DK, THREADS>(q_smem, vector, |r| {
+    copy_rows::<ROWS, DK, THREADS>(core, q_smem, vector, |r| {
         row_at(r).map(|(q, h)| p.q.ptr().add(q_batch + (seq.q_start + q) * p.q_seq_stride as usize + h * p.q_head_stride as usize) as *const u16)
     });
     // Key `j`'s row in K (or V, with that tensor's strides).
@@ -501,11 +559,11 @@ unsafe fn forward<
             let keys = (seq.len_k - j0).min(BK);
             let first_k = key_row(j0, k_base, p.k_batch_stride as usize, p.k_seq_stride as usize, p.k_head_stride as usize);
             let first_v = key_row(j0, v_base, p.v_batch_stride as usize, p.v_seq_stride as usize, p.v_head_stride as usize);
-            copy_key_tile::<BK, DK, THREADS>(k_smem(stage).opaque(), first_k, opaque(p.k_seq_stride) as usize, keys);
-            copy_key_tile::<BK, DV, THREADS>(v_smem(stage).opaque(), first_v, opaque(p.v_seq_stride) as usize, keys);
+            copy_key_tile::<BK, DK, THREADS>(Wgmma::<PATH>::CORE, k_smem(stage).opaque(), first_k, opaque(p.k_seq_stride) as usize, keys);
+            copy_key_tile::<BK, DV, THREADS>(Wgmma::<PATH>::CORE, v_smem(stage).opaque(), first_v, opaque(p.v_seq_stride) as usize, keys);
             return;
         }
-        copy_rows::<BK, DK, THREADS>(k_smem(stage).opaque(), vector, |r| {
+        copy_rows::<BK, DK, THREADS>(Wgmma::<PATH>::CORE, k_smem(stage).opaque(), vector, |r| {
             let j = j0 + r;
             if j < seq.len_k {
                 Some(key_row(j, k_base, p.k_batch_stride as usize, opaque(p.k_seq_stride) as usize, p.k_head_stride as usize))
@@ -513,7 +571,7 @@ unsafe fn forward<
                 None
             }
         });
-        copy_rows::<BK, DV, THREADS>(v_smem(stage).opaque(), vector, |r| {
+        copy_rows::<BK, DV, THREADS>(Wgmma::<PATH>::CORE, v_smem(stage).opaque(), vector, |r| {
             let j = j0 + r;
             if j < seq.len_k {
                 Some(key_row(j, v_base, p.v_batch_stride as usize, opaque(p.v_seq_stride) as usize, p.v_head_stride as usize))
@@ -543,7 +601,8 @@ unsafe fn forward<
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
     let warp_row0 = (warp % ROW_WARPS) * 16 * M_TILES;
-    let warp_active = row0 + warp_row0 < rows;
+    // (The 4 warps of a `wgmma` warpgroup compute together: active when its first row is.)
+    let warp_active = row0 + if core { warp_row0 / 64 * 64 } else { warp_row0 } < rows;
     let dv_col0 = (warp / ROW_WARPS) % DV_SPLIT * (DV / DV_SPLIT);
     // The warp's keys of every tile: columns `key0 .. key0 + keys_per_warp` of the stage.
     let keys_per_warp = S_TILES * 8;
@@ -570,6 +629,10 @@ unsafe fn forward<
             // the barrier then publishes every thread's copies and proves that every warp is
             // done with the stage computed last iteration, which the next copy overwrites.
             cp_async_wait(STAGES - 2);
+            if core {
+                // The copies (generic proxy) are read by `wgmma` (async proxy).
+                fence_proxy_async_shared();
+            }
             sync_threads();
             if tile + STAGES - 1 < my_hi {
                 load_tile(tile + STAGES - 1, (stage + STAGES - 1) % STAGES);
@@ -599,10 +662,27 @@ unsafe fn forward<
         if warp_active {
             // ---- S = Q · Kᵀ for this warp's rows and its keys of the tile ----
             let mut s = [[[0f32; 4]; S_TILES]; M_TILES];
+            if core {
+                // The warpgroup's 64 rows of Q times the tile's BK keys, one `wgmma` per 16
+                // dimensions (the first overwrites the accumulator).
+                // K-major, 128-byte swizzle: k-step `ks` starts 32 bytes into the rows of its
+                // 64-element column (`chunk_offset`); the next 8 rows are 1024 bytes on.
+                let q_rows = qs_base.offset(chunk_offset::<DK>(true, ROWS, warp_row0 / 64 * 64, 0));
+                wgmma_fence();
+                for ks in 0..K_STEPS {
+                    let (column, within) = (ks * 16 / 64, ks * 16 % 64);
+                    let a = wgmma_descriptor_sw128(q_rows.offset(column * ROWS * 64 + within).addr, 16, 1024);
+                    let b = wgmma_descriptor_sw128(ks_base.offset(column * BK * 64 + within).addr, 16, 1024);
+                    wgmma_ss(&mut s[0], a, b, (ks > 0) as u32, BF16);
+                }
+                wgmma_commit();
+                wgmma_wait(0);
+                wgmma_hold(&mut s[0]);
+            }
             // Q from registers: the loop is unrolled (static indices into `q_frags`). Q from shared
             // memory: a rolled loop (its trip count hidden from LLVM), so ptxas cannot hoist the
             // fragment reads of every k-step ahead of the first multiply and run out of registers.
-            let k_steps = if Q_IN_REGISTERS { K_STEPS } else { opaque(K_STEPS as u32) as usize };
+            let k_steps = if core { 0 } else if Q_IN_REGISTERS { K_STEPS } else { opaque(K_STEPS as u32) as usize };
             let mut ks = 0;
             while ks < k_steps {
                 let mut a = [[0u32; 4]; M_TILES];
@@ -758,11 +838,25 @@ unsafe fn forward<
             }
 
             // ---- O += P · V: P's fragments are the score fragments, rounded to 16 bits ----
-            for kk in 0..S_TILES / 2 {
+            if core {
+                // One `wgmma` per 16 keys: A is P (the warp's fragments, in registers), B the
+                // 16 keys' rows of V as stored (MN-major: `D_v` contiguous).
+                wgmma_fence();
+                for kk in 0..S_TILES / 2 {
+                    let pa = p_fragment::<BF16>(s[0][2 * kk], s[0][2 * kk + 1]);
+                    // MN-major, 128-byte swizzle: 16 keys are two 1024-byte atoms; the next 64
+                    // columns of V are a column `BK · 128` bytes on.
+                    let b = wgmma_descriptor_sw128(vs_base.offset(chunk_offset::<DV>(true, BK, 16 * kk, 0)).addr, (BK * 128) as u32, 1024);
+                    wgmma_rs(&mut o_acc[0], pa, b, 1, BF16);
+                }
+                wgmma_commit();
+                wgmma_wait(0);
+                wgmma_hold(&mut o_acc[0]);
+            }
+            for kk in 0..if core { 0 } else { S_TILES / 2 } {
                 let mut pa = [[0u32; 4]; M_TILES];
                 for mt in 0..M_TILES {
-                    let (lo, hi) = (s[mt][2 * kk], s[mt][2 * kk + 1]);
-                    pa[mt] = [pack::<BF16>(lo[0], lo[1]), pack::<BF16>(lo[2], lo[3]), pack::<BF16>(hi[0], hi[1]), pack::<BF16>(hi[2], hi[3])];
+                    pa[mt] = p_fragment::<BF16>(s[mt][2 * kk], s[mt][2 * kk + 1]);
                 }
                 for dp in 0..O_TILES / 2 {
                     let bf = load_b_cols(vs_base, v_row, key0 + kk * 16, dv_col0 + dp * 16);
@@ -928,7 +1022,7 @@ macro_rules! attention_entry {
                     { T.bk as usize },
                     { T.stages as usize },
                     { T.q_in_registers },
-                    { path_id(matrix_path(BUILD_CONFIG, DTYPE)) },
+                    { if T.wgmma { PATH_WGMMA } else { path_id(matrix_path(BUILD_CONFIG, DTYPE)) } },
                     { matches!(DTYPE, AttentionDtype::Bf16) },
                     { DK / 16 },
                     { T.keys_per_warp() as usize / 8 },
