@@ -58,6 +58,34 @@ fn every_architecture_has_fitting_prefill_and_decode_tiles_for_every_head_size()
     assert!(t.check(Arch::Sm75, AttentionHead::D256).is_err());
 }
 
+#[test]
+fn warpgroup_tiles_exist_on_sm_90_alone_and_in_the_shape_they_need() {
+    let wgmma_heads: Vec<AttentionHead> = AttentionHead::ALL.into_iter().filter(|&h| attention_config(Arch::Sm90).tile(h).wgmma).collect();
+    assert_eq!(wgmma_heads, [AttentionHead::D128, AttentionHead::D256, AttentionHead::D192V128]);
+    for row in ATTENTION_CONFIGS.iter() {
+        for head in AttentionHead::ALL {
+            assert!(!row.decode_tile(head).wgmma, "{:?} decode {}: a decode tile has 16 rows, a warpgroup 64", row.arch, head.name());
+            assert_eq!(row.tile(head).wgmma, row.arch == Arch::Sm90 && wgmma_heads.contains(&head));
+        }
+    }
+    let t = attention_config(Arch::Sm90).tile(AttentionHead::D128);
+    assert_eq!((t.rows(), t.threads(), t.smem_pad()), (128, 256, 0));
+    // Q, 3 stages of K and V, unpadded, and 1024 bytes to align the swizzle atoms.
+    assert_eq!(t.smem_bytes(AttentionHead::D128), 2 * (128 * 128 + 3 * 64 * 256) + 1024);
+    // No warpgroup MMA on other architectures (sm_100 and sm_120 included), nor in shapes the
+    // path does not take.
+    for arch in [Arch::Sm80, Arch::Sm89, Arch::Sm100, Arch::Sm120] {
+        assert!(t.check(arch, AttentionHead::D128).is_err(), "{arch:?}");
+    }
+    assert!(t.check(Arch::Sm90, AttentionHead::D80).is_err(), "80 columns: no 128-byte swizzle, no wgmma width");
+    let mut two_tiles = t;
+    two_tiles.m_tiles = 2;
+    assert!(two_tiles.check(Arch::Sm90, AttentionHead::D128).is_err());
+    let mut half_group = t;
+    half_group.row_warps = 6;
+    assert!(half_group.check(Arch::Sm90, AttentionHead::D128).is_err());
+}
+
 /// Buffers large enough for `d`, at distinct aligned addresses.
 fn buffers(d: &Attention) -> AttentionBuffers {
     let n = d.buffer_lengths().unwrap();
