@@ -3,7 +3,7 @@
 //! (decode packing and split rule), and the f64 reference on cases with known answers.
 
 use cukernels::{
-    alibi_slopes, attention_config, matrix_path, Alibi, Arch, Attention, AttentionBuffers, AttentionDtype, AttentionHead, Error, MaskShape, MatrixPath, PagedKv,
+    alibi_slopes, attention_config, matrix_path, Alibi, Arch, Attention, AttentionBuffers, AttentionDtype, AttentionHead, AttentionTileKind, Error, MaskShape, MatrixPath, PagedKv,
     Strides, ATTENTION_CONFIGS, ATTENTION_KERNELS,
 };
 use cukernels_tests::attention_ref::{attention_reference, AttentionInputs};
@@ -25,9 +25,12 @@ fn every_architecture_has_fitting_prefill_and_decode_tiles_for_every_head_size()
             assert_eq!(d.keys_per_warp() % 16, 0, "{} head {}", row.arch, head.name());
             assert!(d.key_merge_bytes(head) <= d.smem_bytes(head));
             assert_eq!(d.key_merge_bytes(head) == 0, d.key_split == 1);
+            let plain = row.plain_tile(head);
+            plain.check(row.arch, head).unwrap();
+            assert!(plain.smem_bytes(head) <= l.max_smem_per_block, "{} head {}", row.arch, head.name());
             for dtype in AttentionDtype::ALL {
-                for decode in [false, true] {
-                    assert!(ATTENTION_KERNELS.iter().any(|k| k.head == Some(head) && k.dtype == dtype && k.decode == decode));
+                for kind in [AttentionTileKind::Prefill, AttentionTileKind::Plain, AttentionTileKind::Decode] {
+                    assert_eq!(ATTENTION_KERNELS.iter().filter(|k| k.head == Some(head) && k.dtype == dtype && k.kind == kind).count(), 1);
                 }
             }
         }
@@ -66,6 +69,14 @@ fn warpgroup_tiles_exist_on_sm_90_alone_and_in_the_shape_they_need() {
         for head in AttentionHead::ALL {
             assert!(!row.decode_tile(head).wgmma, "{:?} decode {}: a decode tile has 16 rows, a warpgroup 64", row.arch, head.name());
             assert_eq!(row.tile(head).wgmma, row.arch == Arch::Sm90 && wgmma_heads.contains(&head));
+            // The plain tiles differ from the prefill tiles where the lean kernel affords more
+            // keys per tile: on sm_90, at heads 64 and 128, 128-key warpgroup tiles.
+            let larger = row.arch == Arch::Sm90 && matches!(head, AttentionHead::D64 | AttentionHead::D128);
+            assert_eq!(row.plain_tile(head) != row.tile(head), larger, "{:?} head {}", row.arch, head.name());
+            assert_eq!(row.has_plain_tile(head), larger);
+            if larger {
+                assert!(row.plain_tile(head).wgmma && row.plain_tile(head).bk == 128);
+            }
         }
     }
     let t = attention_config(Arch::Sm90).tile(AttentionHead::D128);
@@ -180,7 +191,7 @@ fn decode_packs_query_heads_and_splits_the_keys() {
     let row = attention_config(Arch::Sm90);
     let p = plan(&Attention::new(1, 1, 16384, 32, 8, 128)).unwrap();
     assert_eq!(p.heads_packed, 4);
-    assert!(p.decode && p.block == row.decode_tile(AttentionHead::D128).threads(), "{p:?}");
+    assert!(p.kind == AttentionTileKind::Decode && p.block == row.decode_tile(AttentionHead::D128).threads(), "{p:?}");
     assert_eq!(p.smem_bytes, row.decode_tile(AttentionHead::D128).smem_bytes(AttentionHead::D128));
     // At 16k keys (8 MiB of K and V per KV head) a split of one block per SM still reads
     // 512 KiB: 16 splits of the 8 groups, 128 blocks.
@@ -196,17 +207,30 @@ fn decode_packs_query_heads_and_splits_the_keys() {
     let one_sequence = Attention::new(1, 1, 16384, 32, 8, 128);
     let on_sm80 = one_sequence.plan(AttentionDtype::F16, &buffers(&one_sequence), attention_config(Arch::Sm80), 108).unwrap();
     assert!(on_sm80.splits > 1 && !on_sm80.merge_overlaps_split, "{on_sm80:?}");
-    // Prefill fills the GPU by itself: no packing, no split, the prefill tile.
-    let p = plan(&Attention::new(4, 4096, 4096, 32, 8, 128)).unwrap();
-    assert_eq!((p.heads_packed, p.splits, p.decode, p.merge_overlaps_split), (1, 1, false, false));
-    assert_eq!(p.block, row.tile(AttentionHead::D128).threads());
+    // Prefill fills the GPU by itself: no packing, no split; without a mask tensor, ALiBi or
+    // softcap, the plain prefill tile (causal and windows included), with one the prefill tile.
+    let mut prefill = Attention::new(4, 4096, 4096, 32, 8, 128);
+    prefill.causal = true;
+    prefill.window_left = Some(1000);
+    let p = plan(&prefill).unwrap();
+    assert_eq!((p.heads_packed, p.splits, p.kind, p.merge_overlaps_split), (1, 1, AttentionTileKind::Plain, false));
+    let plain = row.plain_tile(AttentionHead::D128);
+    assert_eq!((p.block, p.smem_bytes), (plain.threads(), plain.smem_bytes(AttentionHead::D128)));
+    prefill.softcap = Some(30.0);
+    let p = plan(&prefill).unwrap();
+    assert_eq!((p.kind, p.smem_bytes), (AttentionTileKind::Prefill, row.tile(AttentionHead::D128).smem_bytes(AttentionHead::D128)));
+    prefill.softcap = None;
+    prefill.alibi = Some(Alibi::MaxBias(8.0));
+    assert_eq!(plan(&prefill).unwrap().kind, AttentionTileKind::Prefill);
     // GQA 32 with 4 queries: 128 rows do not fit one block's 64; 16 heads are packed, 64 rows:
     // more than a decode tile holds.
     let p = plan(&Attention::new(1, 4, 8192, 64, 2, 128)).unwrap();
-    assert_eq!((p.heads_packed, p.decode), (16, false));
+    assert_eq!((p.heads_packed, p.kind), (16, AttentionTileKind::Plain));
     // 16 query positions of one head (no GQA) still fit the decode tile; 17 do not.
-    assert!(plan(&Attention::new(2, 16, 4096, 8, 8, 64)).unwrap().decode);
-    assert!(!plan(&Attention::new(2, 17, 4096, 8, 8, 64)).unwrap().decode);
+    assert_eq!(plan(&Attention::new(2, 16, 4096, 8, 8, 64)).unwrap().kind, AttentionTileKind::Decode);
+    assert_eq!(plan(&Attention::new(2, 17, 4096, 8, 8, 64)).unwrap().kind, AttentionTileKind::Plain);
+    // A head size whose plain prefill tile is the prefill tile takes the prefill entry point.
+    assert_eq!(plan(&Attention::new(2, 17, 4096, 8, 8, 256)).unwrap().kind, AttentionTileKind::Prefill);
     // Short keys are not split: a split reads at least MIN_SPLIT_KV_BYTES of K and V.
     let p = plan(&Attention::new(1, 1, 64, 8, 8, 128)).unwrap();
     assert_eq!(p.splits, 1);

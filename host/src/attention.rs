@@ -27,7 +27,10 @@
 //! through a block table, as vLLM and mistral.rs do.
 //!
 //! # How a call runs
-//! [`Attention::plan`] validates everything and picks the launch: the head size's kernel, and
+//! [`Attention::plan`] validates everything and picks the launch: the head size's kernel (of
+//! three: the decode tile for short query blocks, the plain prefill tile when there is no mask
+//! tensor, ALiBi or softcap and the architecture has such a tile for the head size, the prefill
+//! tile otherwise: `AttentionTileKind`), and
 //! for short query blocks (decode), how many query heads share a block (all those of a KV head,
 //! so K/V is read once for them) and how many blocks each row tile's keys are split over, so
 //! that even one sequence fills the GPU. A split launch writes partial results to a workspace
@@ -39,7 +42,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr}
 use std::sync::Arc;
 use cukernels_gpu::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
 use cukernels_gpu::{
-    AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES,
+    AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTileKind, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES,
 };
 
 /// Most blocks in a grid's y or z dimension.
@@ -327,8 +330,9 @@ pub struct AttentionLengths {
 pub struct AttentionPlan {
     pub head: AttentionHead,
     pub dtype: AttentionDtype,
-    /// Launched with the head's decode tile (all of a problem's rows fit in one 16-row tile).
-    pub decode: bool,
+    /// The entry point's tile: decode (all of a problem's rows fit in one 16-row tile), plain
+    /// prefill (no mask tensor, ALiBi or softcap) or prefill.
+    pub kind: AttentionTileKind,
     pub grid: (u32, u32, u32),
     pub block: u32,
     pub smem_bytes: u32,
@@ -601,8 +605,14 @@ impl Attention {
         // A problem whose rows (per sequence and head group) fit one decode tile takes it: one
         // 16-row tile per block, every warp busy, several blocks per SM. (With varlen, the
         // longest sequence counts: `seqlen_q` bounds them all.)
-        let decode = a.seqlen_q * heads_packed <= row.decode_tile(head).rows() as usize;
-        let tile = if decode { row.decode_tile(head) } else { row.tile(head) };
+        let kind = if a.seqlen_q * heads_packed <= row.decode_tile(head).rows() as usize {
+            AttentionTileKind::Decode
+        } else if flags & (MASK | ALIBI | SOFTCAP) == 0 && row.has_plain_tile(head) {
+            AttentionTileKind::Plain
+        } else {
+            AttentionTileKind::Prefill
+        };
+        let tile = row.tile_of(kind, head);
         let rows_per_block = tile.rows() as usize;
         let row_tiles = (a.seqlen_q * heads_packed).div_ceil(rows_per_block);
         let groups = a.batch * (a.heads_q / heads_packed);
@@ -704,7 +714,7 @@ impl Attention {
         Ok(AttentionPlan {
             head,
             dtype,
-            decode,
+            kind,
             grid: (row_tiles as u32, groups as u32, splits as u32),
             block: tile.threads(),
             smem_bytes: tile.smem_bytes(head),
@@ -816,7 +826,7 @@ impl Cukernels {
         } else {
             None
         };
-        let forward = self.attention_function(Some(plan.head), plan.dtype, plan.decode)?;
+        let forward = self.attention_function(Some(plan.head), plan.dtype, plan.kind)?;
         self.context().bind_to_thread()?;
         let mut args = params.kernel_args();
         // SAFETY: `plan` proved that every element the parameters address lies inside the
@@ -829,7 +839,7 @@ impl Cukernels {
             cudarc::driver::result::launch_kernel(forward.cu_function(), plan.grid, (plan.block, 1, 1), plan.smem_bytes, stream.cu_stream(), &mut args)?;
         }
         if workspace.is_some() {
-            let merge = self.attention_function(None, plan.dtype, false)?;
+            let merge = self.attention_function(None, plan.dtype, AttentionTileKind::Prefill)?;
             let rows = params.heads_q * params.total_q;
             // SAFETY: as above; the merge reads the workspace the forward launch wrote, in
             // stream order, and writes O's rows (and LSE) that the plan validated.

@@ -44,7 +44,7 @@ pub use artifacts::{Artifact, ArtifactKind, Compiler};
 pub use attention::{alibi_slopes, Alibi, Attention, AttentionBuffers, AttentionElement, AttentionExtras, AttentionLengths, AttentionPlan, MaskBuffer, MaskShape, PagedKv, Strides, Varlen};
 pub use cukernels_gpu::quant::{GgufFormat, QK, QK_K};
 pub use cukernels_gpu::{
-    attention_config, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTile, MatrixPath, ATTENTION_CONFIGS, ATTENTION_KERNELS,
+    attention_config, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTile, AttentionTileKind, MatrixPath, ATTENTION_CONFIGS, ATTENTION_KERNELS,
     GlobalPtr, KernelFamily, KernelSpec, SgemmParams, sgemm_config, sgemm_kernel, Arch, ArchLimits, GemvConfig, LaunchShape, SgemmArchConfig, SgemmKernel, SgemmOperands, SgemmTile,
     SgemmVariant, GEMV_COLUMNS, GEMV_DOT_FILL_WARPS, GEMV_DOT_MIN_K_PER_WARP, GEMV_MAX_M, MAX_K_SPLITS, SGEMM_CONFIGS, SGEMM_KERNELS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, k_slice, tile_origin_inside,
     TinyConfig, TINY_K_PER_LANE, TINY_TILE,

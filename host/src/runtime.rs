@@ -9,7 +9,7 @@ use crate::sgemm::OwnWorkspace;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cukernels_gpu::{
-    attention_config, attention_kernel_index, sgemm_config, sgemm_kernel_index, Arch, AttentionArchConfig, AttentionDtype, AttentionHead, KernelFamily, KernelSpec,
+    attention_config, attention_kernel_index, sgemm_config, sgemm_kernel_index, Arch, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionTileKind, KernelFamily, KernelSpec,
     SgemmArchConfig, SgemmOperands, SgemmVariant,
 };
 use std::sync::{Arc, Mutex, OnceLock};
@@ -270,9 +270,9 @@ impl Cukernels {
 
     /// The forward kernel of (`head`, `dtype`) with the decode tile or the prefill tile, or the
     /// merge kernel of `dtype` (`head` None).
-    pub(crate) fn attention_function(&self, head: Option<AttentionHead>, dtype: AttentionDtype, decode: bool) -> Result<&CudaFunction> {
+    pub(crate) fn attention_function(&self, head: Option<AttentionHead>, dtype: AttentionDtype, kind: AttentionTileKind) -> Result<&CudaFunction> {
         let loaded = self.loaded(KernelFamily::Attention)?;
-        Ok(&loaded.functions[attention_kernel_index(head, dtype, decode)])
+        Ok(&loaded.functions[attention_kernel_index(head, dtype, kind)])
     }
 
     /// The `moe` entry point of `kind`.

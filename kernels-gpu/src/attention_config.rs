@@ -254,6 +254,19 @@ impl AttentionTile {
         output + scores + query
     }
 
+    /// `==` in a `const` context.
+    pub const fn same_as(&self, other: &AttentionTile) -> bool {
+        self.m_tiles == other.m_tiles
+            && self.row_warps == other.row_warps
+            && self.dv_split == other.dv_split
+            && self.key_split == other.key_split
+            && self.bk == other.bk
+            && self.stages == other.stages
+            && self.q_in_registers == other.q_in_registers
+            && self.blocks_per_sm == other.blocks_per_sm
+            && self.wgmma == other.wgmma
+    }
+
     /// Checks the tile against `arch`'s limits and the kernel's shape rules.
     pub const fn check(&self, arch: Arch, head: AttentionHead) -> Result<(), &'static str> {
         let l = arch.limits();
@@ -294,12 +307,29 @@ impl AttentionTile {
     }
 }
 
-/// One architecture's row: a prefill tile and a decode tile per head size, in
-/// [`AttentionHead::ALL`] order.
+/// The three forward entry points of a (head size, dtype), each built with a tile of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionTileKind {
+    /// Many query rows per block, every feature (mask tensor, ALiBi, softcap included).
+    Prefill,
+    /// Many query rows per block, no mask tensor, ALiBi or softcap (the scores are scaled and
+    /// cut by the causal, window and length bounds only). Without those passes the kernel
+    /// needs fewer registers, which buys larger tiles where registers bound them: the sm_90
+    /// `wgmma` rows (see `SM90_PLAIN_TILES`). Most prefill launches are of this kind.
+    Plain,
+    /// All of a problem's rows in one 16-row tile (decode; every feature).
+    Decode,
+}
+
+/// One architecture's row: per head size, in [`AttentionHead::ALL`] order, a tile for each
+/// [`AttentionTileKind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionArchConfig {
     pub arch: Arch,
     pub tiles: [AttentionTile; 10],
+    /// Tiles of the plain prefill entry points: the prefill tiles except where the lean kernel
+    /// affords a larger one ([`has_plain_tile`](Self::has_plain_tile)).
+    pub plain_tiles: [AttentionTile; 10],
     /// Tiles of the decode entry points: see [`decode`].
     pub decode_tiles: [AttentionTile; 10],
 }
@@ -309,8 +339,29 @@ impl AttentionArchConfig {
         self.tiles[head.index()]
     }
 
+    pub const fn plain_tile(&self, head: AttentionHead) -> AttentionTile {
+        self.plain_tiles[head.index()]
+    }
+
     pub const fn decode_tile(&self, head: AttentionHead) -> AttentionTile {
         self.decode_tiles[head.index()]
+    }
+
+    /// Whether `head`'s plain prefill entry point has a tile of its own. Where it has not, that
+    /// entry point is built empty (compiling the lean kernel with the prefill tile bought
+    /// nothing, and ptxas 12.9 spilled 4-24 bytes in some of those kernels that the full ones
+    /// do not) and the host launches the prefill entry point instead.
+    pub const fn has_plain_tile(&self, head: AttentionHead) -> bool {
+        !self.plain_tile(head).same_as(&self.tile(head))
+    }
+
+    /// The tile of `head`'s entry point of `kind`.
+    pub const fn tile_of(&self, kind: AttentionTileKind, head: AttentionHead) -> AttentionTile {
+        match kind {
+            AttentionTileKind::Prefill => self.tile(head),
+            AttentionTileKind::Plain => self.plain_tile(head),
+            AttentionTileKind::Decode => self.decode_tile(head),
+        }
     }
 }
 
@@ -502,6 +553,26 @@ const SM90_TILES: [AttentionTile; 10] = [
     tile(1, 2, 4, 32, 2, false, 1),  // 576/512: 174.5 KB
 ];
 
+/// sm_90's plain prefill tiles (no mask tensor, ALiBi or softcap: [`AttentionTileKind::Plain`]):
+/// 128-key `wgmma` tiles at heads 64 and 128. A warpgroup's 128-key tile holds 64
+/// score and 64 output registers per thread at head 128; with the mask pass in the kernel
+/// (whose 64 loads ptxas keeps in flight at once) that spilled 16 bytes at 255 registers,
+/// without it it fits. Twice the keys per tile halve the barriers, pipeline waits and row
+/// maxima per key (head 128 at 4096 keys: 398 against 339 TFLOP/s on the H200). (At 192/128
+/// ptxas 12.9 puts 560 bytes of the 128-key tile's arrays in local memory: it keeps 64 keys.)
+const SM90_PLAIN_TILES: [AttentionTile; 10] = [
+    wgmma_tile(2, 128, 2, 1),        // 64: 81 KB
+    SM90_TILES[1],
+    SM90_TILES[2],
+    SM90_TILES[3],
+    wgmma_tile(2, 128, 2, 1),        // 128: 161 KB
+    SM90_TILES[5],
+    SM90_TILES[6],
+    SM90_TILES[7],
+    SM90_TILES[8],
+    SM90_TILES[9],
+];
+
 /// Rows for the 99 KB GPUs (sm_86, sm_89, sm_120): sm_80's shapes, with 32-key tiles from head
 /// 112 on (ptxas 12.9 spilled 4 bytes at head 112 for sm_120 with 64) and one block per SM
 /// where two do not fit.
@@ -550,14 +621,14 @@ const SM70_TILES: [AttentionTile; 10] = small_accumulator_tiles(32);
 
 /// Every architecture's row, in [`Arch::ALL`] order.
 pub const ATTENTION_CONFIGS: [AttentionArchConfig; 8] = [
-    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES, decode_tiles: small_decode_tiles(32, 1) },
-    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES, decode_tiles: small_decode_tiles(16, 2) },
-    AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES, decode_tiles: SM80_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm90, tiles: SM90_TILES, decode_tiles: HOPPER_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm100, tiles: HOPPER_TILES, decode_tiles: HOPPER_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES, plain_tiles: SM70_TILES, decode_tiles: small_decode_tiles(32, 1) },
+    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES, plain_tiles: SM75_TILES, decode_tiles: small_decode_tiles(16, 2) },
+    AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES, plain_tiles: SM80_TILES, decode_tiles: SM80_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES, plain_tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES, plain_tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm90, tiles: SM90_TILES, plain_tiles: SM90_PLAIN_TILES, decode_tiles: HOPPER_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm100, tiles: HOPPER_TILES, plain_tiles: HOPPER_TILES, decode_tiles: HOPPER_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES, plain_tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
 ];
 
 /// The attention row of one architecture.
@@ -575,8 +646,8 @@ pub const MERGE_THREADS: u32 = 256;
 pub const MERGE_SMEM_BYTES: u32 = 4 * (MAX_KV_SPLITS + MERGE_THREADS / 32 + 4 * MERGE_THREADS);
 
 /// Calls `$callback!` with every attention entry point: (name, head, dtype) for the forward
-/// kernels with the prefill tiles, then with the decode tiles, then the merge kernels as
-/// (name, dtype).
+/// kernels with the prefill tiles, then with the decode tiles, then with the plain prefill
+/// tiles, then the merge kernels as (name, dtype).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! with_attention_kernels {
@@ -606,6 +677,18 @@ macro_rules! with_attention_kernels {
                 (cukernels_attention_decode_320_256_f16, D320V256, F16), (cukernels_attention_decode_320_256_bf16, D320V256, Bf16),
                 (cukernels_attention_decode_576_512_f16, D576V512, F16), (cukernels_attention_decode_576_512_bf16, D576V512, Bf16)
             ],
+            plain: [
+                (cukernels_attention_plain_64_f16, D64, F16), (cukernels_attention_plain_64_bf16, D64, Bf16),
+                (cukernels_attention_plain_80_f16, D80, F16), (cukernels_attention_plain_80_bf16, D80, Bf16),
+                (cukernels_attention_plain_96_f16, D96, F16), (cukernels_attention_plain_96_bf16, D96, Bf16),
+                (cukernels_attention_plain_112_f16, D112, F16), (cukernels_attention_plain_112_bf16, D112, Bf16),
+                (cukernels_attention_plain_128_f16, D128, F16), (cukernels_attention_plain_128_bf16, D128, Bf16),
+                (cukernels_attention_plain_192_f16, D192, F16), (cukernels_attention_plain_192_bf16, D192, Bf16),
+                (cukernels_attention_plain_256_f16, D256, F16), (cukernels_attention_plain_256_bf16, D256, Bf16),
+                (cukernels_attention_plain_192_128_f16, D192V128, F16), (cukernels_attention_plain_192_128_bf16, D192V128, Bf16),
+                (cukernels_attention_plain_320_256_f16, D320V256, F16), (cukernels_attention_plain_320_256_bf16, D320V256, Bf16),
+                (cukernels_attention_plain_576_512_f16, D576V512, F16), (cukernels_attention_plain_576_512_bf16, D576V512, Bf16)
+            ],
             merge: [(cukernels_attention_merge_f16, F16), (cukernels_attention_merge_bf16, Bf16)]
         }
     };
@@ -618,29 +701,31 @@ pub struct AttentionKernel {
     /// `None`: the merge kernel of split launches.
     pub head: Option<AttentionHead>,
     pub dtype: AttentionDtype,
-    /// Built with the decode tile ([`AttentionArchConfig::decode_tile`]).
-    pub decode: bool,
+    /// The tile it is built with (the merge kernels: `Prefill`, unused).
+    pub kind: AttentionTileKind,
 }
 
 macro_rules! attention_kernel_table {
-    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], decode: [$(($dname:ident, $dhead:ident, $ddtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
+    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], decode: [$(($dname:ident, $dhead:ident, $ddtype:ident)),*], plain: [$(($pname:ident, $phead:ident, $pdtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
         /// Every attention entry point of every module: the forward kernels (prefill tiles,
-        /// then decode tiles), then the merges.
+        /// decode tiles, plain prefill tiles), then the merges.
         pub const ATTENTION_KERNELS: &[AttentionKernel] = &[
-            $(AttentionKernel { entry_point: stringify!($name), head: Some(AttentionHead::$head), dtype: AttentionDtype::$dtype, decode: false },)*
-            $(AttentionKernel { entry_point: stringify!($dname), head: Some(AttentionHead::$dhead), dtype: AttentionDtype::$ddtype, decode: true },)*
-            $(AttentionKernel { entry_point: stringify!($mname), head: None, dtype: AttentionDtype::$mdtype, decode: false },)*
+            $(AttentionKernel { entry_point: stringify!($name), head: Some(AttentionHead::$head), dtype: AttentionDtype::$dtype, kind: AttentionTileKind::Prefill },)*
+            $(AttentionKernel { entry_point: stringify!($dname), head: Some(AttentionHead::$dhead), dtype: AttentionDtype::$ddtype, kind: AttentionTileKind::Decode },)*
+            $(AttentionKernel { entry_point: stringify!($pname), head: Some(AttentionHead::$phead), dtype: AttentionDtype::$pdtype, kind: AttentionTileKind::Plain },)*
+            $(AttentionKernel { entry_point: stringify!($mname), head: None, dtype: AttentionDtype::$mdtype, kind: AttentionTileKind::Prefill },)*
         ];
     };
 }
 with_attention_kernels!(attention_kernel_table);
 
 /// Position in [`ATTENTION_KERNELS`] of the forward kernel of (`head`, `dtype`) with the
-/// decode tile or not, or of the merge kernel of `dtype` when `head` is `None`.
-pub fn attention_kernel_index(head: Option<AttentionHead>, dtype: AttentionDtype, decode: bool) -> usize {
+/// tile of `kind`, or of the merge kernel of `dtype` when `head` is `None`.
+pub fn attention_kernel_index(head: Option<AttentionHead>, dtype: AttentionDtype, kind: AttentionTileKind) -> usize {
+    let kind = if head.is_some() { kind } else { AttentionTileKind::Prefill };
     ATTENTION_KERNELS
         .iter()
-        .position(|k| k.head == head && k.dtype == dtype && k.decode == (decode && head.is_some()))
+        .position(|k| k.head == head && k.dtype == dtype && k.kind == kind)
         .expect("every (head, dtype, tile) has an entry point")
 }
 
@@ -657,6 +742,9 @@ const _: () = {
                 panic!("{}", why);
             }
             if let Err(why) = row.decode_tiles[h].check(row.arch, AttentionHead::ALL[h]) {
+                panic!("{}", why);
+            }
+            if let Err(why) = row.plain_tiles[h].check(row.arch, AttentionHead::ALL[h]) {
                 panic!("{}", why);
             }
             assert!(row.decode_tiles[h].rows() == 16, "a decode tile is one 16-row matrix tile");

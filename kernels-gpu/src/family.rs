@@ -169,7 +169,7 @@ impl KernelFamily {
                 match k.head {
                     Some(head) => {
                         let row = attention_config(config);
-                        let tile = if k.decode { row.decode_tile(head) } else { row.tile(head) };
+                        let tile = row.tile_of(k.kind, head);
                         let smem = tile.smem_bytes(head);
                         KernelSpec { entry_point: k.entry_point, threads: tile.threads(), blocks_per_sm: tile.blocks_per_sm, smem_bytes: smem, max_smem_bytes: smem }
                     }

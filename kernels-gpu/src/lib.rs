@@ -35,7 +35,7 @@ pub mod device;
 pub use abi::{AttentionParams, GlobalPtr, MoeParams, SgemmParams};
 pub use arch::{Arch, ArchLimits};
 pub use attention_config::{
-    attention_config, attention_kernel_index, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionKernel, AttentionTile, MatrixPath,
+    attention_config, attention_kernel_index, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionKernel, AttentionTile, AttentionTileKind, MatrixPath,
     ATTENTION_CONFIGS, ATTENTION_KERNELS, ATTENTION_SMEM_PAD, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES,
 };
 pub use family::{ArtifactKind, Compiler, KernelFamily, KernelSpec};

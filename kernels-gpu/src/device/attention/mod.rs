@@ -23,10 +23,13 @@
 //! A block owns `ROWS = 16 · M_TILES · ROW_WARPS` *rows*; a row is a (query position, query
 //! head) pair. Prefill blocks own one head's positions; decode blocks pack the query heads
 //! that share a KV head (GQA) into their rows, so the K/V tile in shared memory serves all of
-//! them (`heads_packed`). Every row of a block reads the same KV head. Each head size has two
-//! entry points: one with the prefill tile (many rows per block) and one with the decode tile
-//! (one 16-row tile whose warps split each key tile, and at the large heads its output
-//! columns too, for problems of at most 16 rows: `attention_config.rs`).
+//! them (`heads_packed`). Every row of a block reads the same KV head. Each head size has three
+//! entry points (`AttentionTileKind`): one with the prefill tile (many rows per block), one
+//! with the decode tile (one 16-row tile whose warps split each key tile, and at the large
+//! heads its output columns too, for problems of at most 16 rows: `attention_config.rs`), and
+//! a plain prefill entry point without the mask, ALiBi and softcap passes (`BIASES` false),
+//! whose fewer registers afford larger tiles where the config gives it one (sm_90: 128-key
+//! `wgmma` tiles) and which is empty elsewhere.
 //!
 //! Warp `w` owns `M_TILES` tiles of 16 rows (row group `w % ROW_WARPS`), the output columns
 //! `((w / ROW_WARPS) % DV_SPLIT)·DVW ..` (`DVW = D_v / DV_SPLIT`) and the keys
@@ -98,7 +101,7 @@ use super::ptx::{
 };
 use super::BUILD_CONFIG;
 use crate::abi::{attention_params_entry, AttentionParams};
-use crate::attention_config::{attention_config, matrix_path, AttentionDtype, AttentionHead, MatrixPath, ATTENTION_SMEM_PAD};
+use crate::attention_config::{attention_config, matrix_path, AttentionDtype, AttentionHead, AttentionTileKind, MatrixPath, ATTENTION_SMEM_PAD};
 use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
 
 const PAD: usize = ATTENTION_SMEM_PAD as usize;
@@ -459,6 +462,7 @@ unsafe fn forward<
     const Q_IN_REGISTERS: bool,
     const PATH: u8,
     const BF16: bool,
+    const BIASES: bool,
     const K_STEPS: usize,
     const S_TILES: usize,
     const O_TILES: usize,
@@ -482,7 +486,9 @@ unsafe fn forward<
     const { assert!(PATH != PATH_WGMMA || (M_TILES == 1 && ROW_WARPS % 4 == 0 && DV_SPLIT == 1 && KEY_SPLIT == 1 && STAGES > 1 && !Q_IN_REGISTERS)) };
     let pad = if core { 0 } else { PAD };
     let (k_row, v_row) = (DK + pad, DV + pad);
-    let flags = p.flags;
+    // The plain entry points (`BIASES` false) never see a mask tensor, ALiBi or softcap: with
+    // those flags known to be clear, their passes are compiled out.
+    let flags = if BIASES { p.flags } else { p.flags & !(MASK | ALIBI | SOFTCAP | MASK_F32) };
 
     // ---- Which rows and keys this block owns ----
     let heads_packed = p.heads_packed as usize;
@@ -994,9 +1000,10 @@ unsafe fn forward<
 }
 
 /// Defines the forward entry point of (`$head`, `$dtype`) with the build's config row and its
-/// tile `$which` (`tile`: prefill, `decode_tile`: decode).
+/// tile of kind `$kind` (`AttentionTileKind`; `Plain` compiles the mask, ALiBi and softcap
+/// passes out).
 macro_rules! attention_entry {
-    ($name:ident, $head:ident, $dtype:ident, $which:ident) => {
+    ($name:ident, $head:ident, $dtype:ident, $kind:ident) => {
         attention_params_entry!(
             /// Flash-attention forward entry point (see the module docs). Arguments are
             /// validated by the host.
@@ -1007,10 +1014,15 @@ macro_rules! attention_entry {
             |params| {
                 const HEAD: AttentionHead = AttentionHead::$head;
                 const DTYPE: AttentionDtype = AttentionDtype::$dtype;
-                const T: crate::attention_config::AttentionTile = attention_config(BUILD_CONFIG).$which(HEAD);
+                const KIND: AttentionTileKind = AttentionTileKind::$kind;
+                const T: crate::attention_config::AttentionTile = attention_config(BUILD_CONFIG).tile_of(KIND, HEAD);
                 const DK: usize = HEAD.dk() as usize;
                 const DV: usize = HEAD.dv() as usize;
                 const Q_FRAGS: usize = if T.q_in_registers { DK / 16 } else { 1 };
+                // A plain entry point without a tile of its own is never launched: empty.
+                if matches!(KIND, AttentionTileKind::Plain) && !attention_config(BUILD_CONFIG).has_plain_tile(HEAD) {
+                    return;
+                }
                 forward::<
                     { T.rows() as usize },
                     DK,
@@ -1024,6 +1036,7 @@ macro_rules! attention_entry {
                     { T.q_in_registers },
                     { if T.wgmma { PATH_WGMMA } else { path_id(matrix_path(BUILD_CONFIG, DTYPE)) } },
                     { matches!(DTYPE, AttentionDtype::Bf16) },
+                    { !matches!(KIND, AttentionTileKind::Plain) },
                     { DK / 16 },
                     { T.keys_per_warp() as usize / 8 },
                     { DV / T.dv_split as usize / 8 },
@@ -1036,9 +1049,10 @@ macro_rules! attention_entry {
 }
 
 macro_rules! define_attention_entries {
-    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], decode: [$(($dname:ident, $dhead:ident, $ddtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
-        $(attention_entry!($name, $head, $dtype, tile);)*
-        $(attention_entry!($dname, $dhead, $ddtype, decode_tile);)*
+    (forward: [$(($name:ident, $head:ident, $dtype:ident)),*], decode: [$(($dname:ident, $dhead:ident, $ddtype:ident)),*], plain: [$(($pname:ident, $phead:ident, $pdtype:ident)),*], merge: [$(($mname:ident, $mdtype:ident)),*]) => {
+        $(attention_entry!($name, $head, $dtype, Prefill);)*
+        $(attention_entry!($dname, $dhead, $ddtype, Decode);)*
+        $(attention_entry!($pname, $phead, $pdtype, Plain);)*
         $(merge::merge_entry!($mname, $mdtype);)*
     };
 }
