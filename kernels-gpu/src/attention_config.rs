@@ -307,7 +307,7 @@ impl AttentionTile {
     }
 }
 
-/// The three forward entry points of a (head size, dtype), each built with a tile of its own.
+/// The three forward entry points of a (head size, dtype) and the tile each is built with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttentionTileKind {
     /// Many query rows per block, every feature (mask tensor, ALiBi, softcap included).
@@ -536,10 +536,11 @@ const HOPPER_TILES: [AttentionTile; 10] = [
 /// `ldmatrix` reads that fed them. On the H200 the head-128 prefill at 4096 went from 294 to
 /// 398 TFLOP/s with 128-key tiles (which spilled 16 bytes; 64-key tiles do not). The layout
 /// matters: the same kernel on the unswizzled core-matrix layout ran at 230
-/// (benches/results/NOTES.md, "Attention: wgmma"). Head 64 stays on `mma.sync` (284 against
-/// 290 TFLOP/s there: a 64-wide head gives each instruction too little work); heads 80 to 112,
-/// 192 and the wide pairs have no `wgmma` tile yet (the 128-byte swizzle wants multiples of 64,
-/// and 192 or 320 columns are no `wgmma` width here).
+/// (benches/results/NOTES.md, "Attention: wgmma"). Head 64 stays on `mma.sync` here (a 64-key
+/// `wgmma` tile ran 284 against 290 TFLOP/s: a 64-wide head gives each instruction too little
+/// work), and takes a 128-key `wgmma` tile in the plain entry point ([`SM90_PLAIN_TILES`]);
+/// heads 80 to 112, 192 and the wide pairs have no `wgmma` tile yet (the 128-byte swizzle wants
+/// multiples of 64, and 192 or 320 columns are no `wgmma` width here).
 const SM90_TILES: [AttentionTile; 10] = [
     tile(2, 4, 1, 64, 3, false, 2),  // 64: 72.0 KB
     tile(2, 4, 1, 64, 3, false, 2),  // 80: 88.0 KB
@@ -558,7 +559,8 @@ const SM90_TILES: [AttentionTile; 10] = [
 /// score and 64 output registers per thread at head 128; with the mask pass in the kernel
 /// (whose 64 loads ptxas keeps in flight at once) that spilled 16 bytes at 255 registers,
 /// without it it fits. Twice the keys per tile halve the barriers, pipeline waits and row
-/// maxima per key (head 128 at 4096 keys: 398 against 339 TFLOP/s on the H200). (At 192/128
+/// maxima per key: on the H200 head 128 went from 339-361 to 347-436 TFLOP/s (1.15-1.27x
+/// FlashAttention-2), head 64 from 242-299 (`mma.sync`) to 252-318. (At 192/128
 /// ptxas 12.9 puts 560 bytes of the 128-key tile's arrays in local memory: it keeps 64 keys.)
 const SM90_PLAIN_TILES: [AttentionTile; 10] = [
     wgmma_tile(2, 128, 2, 1),        // 64: 81 KB
