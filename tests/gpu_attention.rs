@@ -454,6 +454,59 @@ fn split_decode_gives_the_same_bits_every_run() {
     }
 }
 
+/// A split decode (flash-decoding: the split launch, then the merge as its programmatic
+/// dependent on sm_90 builds, and the workspace they share) captured in a CUDA graph and
+/// replayed gives the bits of a direct call, on every config: a decode loop that replays a
+/// graph per token runs the same kernels as one that launches them.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn split_decode_can_be_captured_in_a_cuda_graph() {
+    use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let gpu = gpu();
+    // The handles' default stream is the legacy one, which cannot be captured.
+    let s = gpu.stream.context().new_stream().unwrap();
+    let ctx = s.context().clone();
+    let mut rng = rng("attention graph");
+    let keys = if quick() { 3000 } else { 9000 };
+    let d = Attention::new(2, 1, keys, 32, 8, 128).with_lse();
+    let n = d.buffer_lengths().unwrap();
+    // cudarc's event tracking makes each use of a buffer wait for its last use; inside a
+    // capture, a wait on an event recorded before it is an error. SAFETY: these buffers are
+    // only ever used on `s`, in order.
+    unsafe { ctx.disable_event_tracking() };
+    let q = upload(&s, &round::<f16>(&random(&mut rng, n.q, 1.0)).0);
+    let k = upload(&s, &round::<f16>(&random(&mut rng, n.k, 1.0)).0);
+    let v = upload(&s, &round::<f16>(&random(&mut rng, n.v, 1.0)).0);
+    let (mut o, mut lse) = (upload(&s, &vec![f16::NAN; n.o]), upload(&s, &vec![f32::NAN; n.lse]));
+    // SAFETY: only buffers made from here on are tracked again; the ones above stay on `s`.
+    unsafe { ctx.enable_event_tracking() };
+    for h in &gpu.handles {
+        let who = format!("decode 2×{keys} head 128 [{}]", h.artifact(KernelFamily::Attention));
+        // The plan of these lengths at distinct aligned addresses (no launch).
+        let at = |i: u64, len: usize| (i << 40, len);
+        let buffers = cukernels::AttentionBuffers { q: at(1, n.q), k: at(2, n.k), v: at(3, n.v), o: at(4, n.o), lse: Some(at(5, n.lse)), mask: None };
+        let plan = d.plan(AttentionDtype::F16, &buffers, h.attention_config(), h.sm_count()).unwrap();
+        assert!(plan.splits > 1, "{who}: the case must split ({plan:?})");
+        let read = |o: &CudaSlice<f16>, lse: &CudaSlice<f32>| -> (Vec<u16>, Vec<u32>) {
+            (s.clone_dtoh(o).unwrap().iter().map(|x| x.to_bits()).collect(), s.clone_dtoh(lse).unwrap().iter().map(|x| x.to_bits()).collect())
+        };
+        h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) }).unwrap_or_else(|e| panic!("{who}: {e}"));
+        let direct = read(&o, &lse);
+        assert!(direct.0.iter().all(|&b| !f16::from_bits(b).is_nan()), "{who}: a NaN (unwritten) output");
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+        let called = h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) });
+        let graph = s.end_capture(CUgraphInstantiate_flags(0));
+        called.unwrap_or_else(|e| panic!("{who}: captured call: {e}"));
+        let graph = graph.unwrap_or_else(|e| panic!("{who}: capture: {e}")).expect("the capture recorded the launches");
+        for replay in 0..2 {
+            s.memcpy_htod(&vec![f16::NAN; n.o], &mut o).unwrap();
+            s.memcpy_htod(&vec![f32::NAN; n.lse], &mut lse).unwrap();
+            graph.launch().unwrap_or_else(|e| panic!("{who}: replay {replay}: {e}"));
+            assert!(read(&o, &lse) == direct, "{who}: replay {replay} differs from the direct call");
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn real_model_shapes() {

@@ -268,8 +268,8 @@ impl Cukernels {
         Ok(&loaded.functions[sgemm_kernel_index(variant, operands)])
     }
 
-    /// The forward kernel of (`head`, `dtype`) with the decode tile or the prefill tile, or the
-    /// merge kernel of `dtype` (`head` None).
+    /// The forward entry point of (`head`, `dtype`) of `kind` (prefill, plain prefill or
+    /// decode), or the merge kernel of `dtype` (`head` None).
     pub(crate) fn attention_function(&self, head: Option<AttentionHead>, dtype: AttentionDtype, kind: AttentionTileKind) -> Result<&CudaFunction> {
         let loaded = self.loaded(KernelFamily::Attention)?;
         Ok(&loaded.functions[attention_kernel_index(head, dtype, kind)])

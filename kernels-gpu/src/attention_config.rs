@@ -254,19 +254,6 @@ impl AttentionTile {
         output + scores + query
     }
 
-    /// `==` in a `const` context.
-    pub const fn same_as(&self, other: &AttentionTile) -> bool {
-        self.m_tiles == other.m_tiles
-            && self.row_warps == other.row_warps
-            && self.dv_split == other.dv_split
-            && self.key_split == other.key_split
-            && self.bk == other.bk
-            && self.stages == other.stages
-            && self.q_in_registers == other.q_in_registers
-            && self.blocks_per_sm == other.blocks_per_sm
-            && self.wgmma == other.wgmma
-    }
-
     /// Checks the tile against `arch`'s limits and the kernel's shape rules.
     pub const fn check(&self, arch: Arch, head: AttentionHead) -> Result<(), &'static str> {
         let l = arch.limits();
@@ -327,9 +314,9 @@ pub enum AttentionTileKind {
 pub struct AttentionArchConfig {
     pub arch: Arch,
     pub tiles: [AttentionTile; 10],
-    /// Tiles of the plain prefill entry points: the prefill tiles except where the lean kernel
-    /// affords a larger one ([`has_plain_tile`](Self::has_plain_tile)).
-    pub plain_tiles: [AttentionTile; 10],
+    /// Tiles of the plain prefill entry points, where the lean kernel affords a larger tile
+    /// than the prefill one; `None` elsewhere ([`has_plain_tile`](Self::has_plain_tile)).
+    pub plain_tiles: [Option<AttentionTile>; 10],
     /// Tiles of the decode entry points: see [`decode`].
     pub decode_tiles: [AttentionTile; 10],
 }
@@ -339,8 +326,12 @@ impl AttentionArchConfig {
         self.tiles[head.index()]
     }
 
+    /// The plain entry point's tile: its own, or the prefill tile where it has none.
     pub const fn plain_tile(&self, head: AttentionHead) -> AttentionTile {
-        self.plain_tiles[head.index()]
+        match self.plain_tiles[head.index()] {
+            Some(tile) => tile,
+            None => self.tile(head),
+        }
     }
 
     pub const fn decode_tile(&self, head: AttentionHead) -> AttentionTile {
@@ -352,7 +343,7 @@ impl AttentionArchConfig {
     /// nothing, and ptxas 12.9 spilled 4-24 bytes in some of those kernels that the full ones
     /// do not) and the host launches the prefill entry point instead.
     pub const fn has_plain_tile(&self, head: AttentionHead) -> bool {
-        !self.plain_tile(head).same_as(&self.tile(head))
+        self.plain_tiles[head.index()].is_some()
     }
 
     /// The tile of `head`'s entry point of `kind`.
@@ -560,20 +551,27 @@ const SM90_TILES: [AttentionTile; 10] = [
 /// (whose 64 loads ptxas keeps in flight at once) that spilled 16 bytes at 255 registers,
 /// without it it fits. Twice the keys per tile halve the barriers, pipeline waits and row
 /// maxima per key: on the H200 head 128 went from 339-361 to 347-436 TFLOP/s (1.15-1.27x
-/// FlashAttention-2), head 64 from 242-299 (`mma.sync`) to 252-318. (At 192/128
-/// ptxas 12.9 puts 560 bytes of the 128-key tile's arrays in local memory: it keeps 64 keys.)
-const SM90_PLAIN_TILES: [AttentionTile; 10] = [
-    wgmma_tile(2, 128, 2, 1),        // 64: 81 KB
-    SM90_TILES[1],
-    SM90_TILES[2],
-    SM90_TILES[3],
-    wgmma_tile(2, 128, 2, 1),        // 128: 161 KB
-    SM90_TILES[5],
-    SM90_TILES[6],
-    SM90_TILES[7],
-    SM90_TILES[8],
-    SM90_TILES[9],
+/// FlashAttention-2). Head 64 runs one warpgroup per block and two blocks per SM: separate
+/// blocks keep separate barriers, so one block's softmax overlaps the other's products, where
+/// the two warpgroups of one block run in phase (308-317 TFLOP/s at 4096 against 295 with two
+/// warpgroups; at head 128 one warpgroup per block lost: each block copies its own K and V for
+/// 64 rows). At 192/128 ptxas 12.9 puts 560 bytes of the 128-key tile's arrays in local
+/// memory: it keeps the prefill tile, as every head without an entry here does.
+const SM90_PLAIN_TILES: [Option<AttentionTile>; 10] = [
+    Some(wgmma_tile(1, 128, 2, 2)),  // 64: 73 KB, two blocks per SM
+    None,
+    None,
+    None,
+    Some(wgmma_tile(2, 128, 2, 1)),  // 128: 161 KB
+    None,
+    None,
+    None,
+    None,
+    None,
 ];
+
+/// No plain tiles: every plain prefill launches the prefill entry point.
+const NO_PLAIN_TILES: [Option<AttentionTile>; 10] = [None; 10];
 
 /// Rows for the 99 KB GPUs (sm_86, sm_89, sm_120): sm_80's shapes, with 32-key tiles from head
 /// 112 on (ptxas 12.9 spilled 4 bytes at head 112 for sm_120 with 64) and one block per SM
@@ -623,14 +621,14 @@ const SM70_TILES: [AttentionTile; 10] = small_accumulator_tiles(32);
 
 /// Every architecture's row, in [`Arch::ALL`] order.
 pub const ATTENTION_CONFIGS: [AttentionArchConfig; 8] = [
-    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES, plain_tiles: SM70_TILES, decode_tiles: small_decode_tiles(32, 1) },
-    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES, plain_tiles: SM75_TILES, decode_tiles: small_decode_tiles(16, 2) },
-    AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES, plain_tiles: SM80_TILES, decode_tiles: SM80_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES, plain_tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES, plain_tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm70, tiles: SM70_TILES, plain_tiles: NO_PLAIN_TILES, decode_tiles: small_decode_tiles(32, 1) },
+    AttentionArchConfig { arch: Arch::Sm75, tiles: SM75_TILES, plain_tiles: NO_PLAIN_TILES, decode_tiles: small_decode_tiles(16, 2) },
+    AttentionArchConfig { arch: Arch::Sm80, tiles: SM80_TILES, plain_tiles: NO_PLAIN_TILES, decode_tiles: SM80_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm86, tiles: MID_SMEM_TILES, plain_tiles: NO_PLAIN_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm89, tiles: MID_SMEM_TILES, plain_tiles: NO_PLAIN_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
     AttentionArchConfig { arch: Arch::Sm90, tiles: SM90_TILES, plain_tiles: SM90_PLAIN_TILES, decode_tiles: HOPPER_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm100, tiles: HOPPER_TILES, plain_tiles: HOPPER_TILES, decode_tiles: HOPPER_DECODE_TILES },
-    AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES, plain_tiles: MID_SMEM_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm100, tiles: HOPPER_TILES, plain_tiles: NO_PLAIN_TILES, decode_tiles: HOPPER_DECODE_TILES },
+    AttentionArchConfig { arch: Arch::Sm120, tiles: MID_SMEM_TILES, plain_tiles: NO_PLAIN_TILES, decode_tiles: MID_SMEM_DECODE_TILES },
 ];
 
 /// The attention row of one architecture.
@@ -746,8 +744,10 @@ const _: () = {
             if let Err(why) = row.decode_tiles[h].check(row.arch, AttentionHead::ALL[h]) {
                 panic!("{}", why);
             }
-            if let Err(why) = row.plain_tiles[h].check(row.arch, AttentionHead::ALL[h]) {
-                panic!("{}", why);
+            if let Some(plain) = row.plain_tiles[h] {
+                if let Err(why) = plain.check(row.arch, AttentionHead::ALL[h]) {
+                    panic!("{}", why);
+                }
             }
             assert!(row.decode_tiles[h].rows() == 16, "a decode tile is one 16-row matrix tile");
             h += 1;
