@@ -44,7 +44,33 @@ def per_launch_ms(run, samples):
     return times[len(times) // 2]
 
 
-def time_backend(row, backend, samples):
+def per_graph_ms(run, samples, inner):
+    """Milliseconds per call replayed from a CUDA graph of `inner` calls (no Python or launch
+    overhead between them): the GPU's time, where back-to-back calls from Python may time the
+    host. Decode rows only, as for ours (`graph_ms`)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graph asks
+        for _ in range(3):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            run()
+    for _ in range(30):
+        graph.replay()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(samples)]
+    for s, e in events:
+        s.record()
+        graph.replay()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) / inner for s, e in events)
+    return times[len(times) // 2]
+
+
+def time_backend(row, backend, samples, graph=False):
     dtype = torch.float16 if row["dtype"] == "f16" else torch.bfloat16
     b, lq, lk, hq, hk, d = row["batch"], row["seqlen_q"], row["seqlen_k"], row["heads_q"], row["heads_k"], row["head_dim"]
     q = torch.randn(b, lq, hq, d, device="cuda", dtype=dtype).transpose(1, 2)
@@ -56,6 +82,8 @@ def time_backend(row, backend, samples):
         run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
         run()
         torch.cuda.synchronize()
+        if graph:
+            return per_graph_ms(run, samples, int(row.get("graph_inner") or 200))
         return per_launch_ms(run, samples)
 
 
@@ -79,11 +107,19 @@ def main():
                 row[f"torch_{name}_ms"] = None
                 row[f"ratio_{name}"] = None
                 row[f"torch_{name}_error"] = str(e).splitlines()[0][:200]
+            if row.get("graph_ms") is not None:
+                try:
+                    ms = time_backend(row, backend, samples, graph=True)
+                    row[f"torch_{name}_graph_ms"] = round(ms, 5)
+                    row[f"ratio_{name}_graph"] = round(ms / row["graph_ms"], 3)
+                except Exception as e:
+                    row[f"torch_{name}_graph_ms"] = None
+                    row[f"torch_{name}_graph_error"] = str(e).splitlines()[0][:200]
             torch.cuda.empty_cache()
         row["torch"] = torch.__version__
         out.append(row)
         print(f"{row['label']:<48} ours {row['ours_ms']:.4f} ms  flash {row.get('torch_flash_ms')}  cudnn {row.get('torch_cudnn_ms')}  "
-              f"x{row.get('ratio_flash')} / x{row.get('ratio_cudnn')}", flush=True)
+              f"x{row.get('ratio_flash')} / x{row.get('ratio_cudnn')}  graph: ours {row.get('graph_ms')} flash {row.get('torch_flash_graph_ms')}", flush=True)
     with open(dst, "w") as f:
         for row in out:
             f.write(json.dumps(row) + "\n")

@@ -126,7 +126,25 @@ pub fn shapes() -> Vec<AttentionShape> {
 
 /// Median milliseconds per launch of `run`: `samples` samples, each `inner` back-to-back
 /// launches between two events (`inner` chosen so that a sample takes about a millisecond).
-pub fn per_launch_ms(stream: &Arc<CudaStream>, samples: usize, mut run: impl FnMut()) -> f64 {
+pub fn per_launch_ms(stream: &Arc<CudaStream>, samples: usize, run: impl FnMut()) -> f64 {
+    per_launch_timing(stream, samples, run).ms
+}
+
+/// What [`per_launch_timing`] measured.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchTiming {
+    /// Median GPU milliseconds per launch (CUDA events).
+    pub ms: f64,
+    /// Host milliseconds per call of `run` over the timed samples: where it comes close to
+    /// `ms`, the host could not queue launches faster than the GPU ran them, and `ms` timed
+    /// the host.
+    pub host_ms: f64,
+    /// Back-to-back launches per sample.
+    pub inner: usize,
+}
+
+/// [`per_launch_ms`], with the host's time per call.
+pub fn per_launch_timing(stream: &Arc<CudaStream>, samples: usize, mut run: impl FnMut()) -> LaunchTiming {
     let ctx = stream.context();
     let ev = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
     for _ in 0..3 {
@@ -147,6 +165,7 @@ pub fn per_launch_ms(stream: &Arc<CudaStream>, samples: usize, mut run: impl FnM
         run();
     }
     let events: Vec<_> = (0..samples).map(|_| (ev(), ev())).collect();
+    let host = std::time::Instant::now();
     for (start, end) in &events {
         start.record(stream).unwrap();
         for _ in 0..inner {
@@ -154,16 +173,69 @@ pub fn per_launch_ms(stream: &Arc<CudaStream>, samples: usize, mut run: impl FnM
         }
         end.record(stream).unwrap();
     }
+    let host_ms = host.elapsed().as_secs_f64() * 1e3 / (samples * inner) as f64;
     stream.synchronize().unwrap();
-    let mut t: Vec<f64> = events.iter().map(|(s, e)| s.elapsed_ms(e).unwrap() as f64 / inner as f64).collect();
+    LaunchTiming { ms: median(events.iter().map(|(s, e)| s.elapsed_ms(e).unwrap() as f64 / inner as f64).collect()), host_ms, inner }
+}
+
+fn median(mut t: Vec<f64>) -> f64 {
     t.sort_by(|x, y| x.partial_cmp(y).unwrap());
     t[t.len() / 2]
+}
+
+/// Median milliseconds per call of `run` replayed from a CUDA graph: `inner` calls captured
+/// once, the graph launched `samples` times between events (after 30 warm-up launches). No
+/// host work sits between the calls, so this is the GPU's time even where the host cannot
+/// keep up with back-to-back launches. `None` (with the reason on stderr) where the calls
+/// cannot be captured.
+pub fn per_graph_ms(stream: &Arc<CudaStream>, samples: usize, inner: usize, mut run: impl FnMut() -> Result<(), String>) -> Option<f64> {
+    use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let ctx = stream.context();
+    let ev = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+    if let Err(e) = stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) {
+        eprintln!("graph capture refused (the legacy default stream cannot be captured): {e}");
+        return None;
+    }
+    let mut failed = None;
+    for _ in 0..inner {
+        if let Err(e) = run() {
+            failed = Some(e);
+            break;
+        }
+    }
+    let graph = stream.end_capture(CUgraphInstantiate_flags(0));
+    let graph = match (failed, graph) {
+        (None, Ok(Some(g))) => g,
+        (failed, graph) => {
+            eprintln!("graph capture failed: {failed:?} {:?}", graph.err());
+            return None;
+        }
+    };
+    for _ in 0..30 {
+        graph.launch().unwrap();
+    }
+    let events: Vec<_> = (0..samples).map(|_| (ev(), ev())).collect();
+    for (start, end) in &events {
+        start.record(stream).unwrap();
+        graph.launch().unwrap();
+        end.record(stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    Some(median(events.iter().map(|(s, e)| s.elapsed_ms(e).unwrap() as f64 / inner as f64).collect()))
 }
 
 /// One measured shape.
 pub struct AttentionRow {
     pub shape: AttentionShape,
     pub ms: f64,
+    /// Host milliseconds per call while timing `ms` ([`LaunchTiming::host_ms`]).
+    pub host_ms: f64,
+    /// Milliseconds per call replayed from a CUDA graph (decode shapes; `None` for prefill,
+    /// whose launches the host outpaces by far, or where the capture failed).
+    pub graph_ms: Option<f64>,
+    /// Calls per graph (and per event sample) behind `graph_ms`; the PyTorch script captures
+    /// as many.
+    pub graph_inner: usize,
     pub splits: usize,
     pub heads_packed: usize,
 }
@@ -181,7 +253,7 @@ impl AttentionRow {
         let build = artifact.compiler.name();
         let s = &self.shape;
         format!(
-            "{{\"op\":\"attention\",\"kind\":\"{}\",\"group\":\"{}\",\"label\":\"{}\",\"date\":\"{date}\",\"gpu\":\"{}\",\"commit\":\"{commit}\",\"artifact\":\"{artifact}\",\"build\":\"{build}\",\"batch\":{},\"seqlen_q\":{},\"seqlen_k\":{},\"heads_q\":{},\"heads_k\":{},\"head_dim\":{},\"causal\":{},\"dtype\":\"{}\",\"flops\":{},\"kv_bytes\":{},\"splits\":{},\"heads_packed\":{},\"ours_ms\":{:.5},\"ours_tflops\":{:.2},\"ours_tbps\":{:.3}}}",
+            "{{\"op\":\"attention\",\"kind\":\"{}\",\"group\":\"{}\",\"label\":\"{}\",\"date\":\"{date}\",\"gpu\":\"{}\",\"commit\":\"{commit}\",\"artifact\":\"{artifact}\",\"build\":\"{build}\",\"batch\":{},\"seqlen_q\":{},\"seqlen_k\":{},\"heads_q\":{},\"heads_k\":{},\"head_dim\":{},\"causal\":{},\"dtype\":\"{}\",\"flops\":{},\"kv_bytes\":{},\"splits\":{},\"heads_packed\":{},\"ours_ms\":{:.5},\"ours_tflops\":{:.2},\"ours_tbps\":{:.3},\"host_ms\":{:.5},\"graph_ms\":{},\"graph_inner\":{}}}",
             s.kind,
             s.group,
             s.label(),
@@ -200,7 +272,10 @@ impl AttentionRow {
             self.heads_packed,
             self.ms,
             self.tflops(),
-            self.tbps()
+            self.tbps(),
+            self.host_ms,
+            self.graph_ms.map_or("null".to_string(), |g| format!("{g:.5}")),
+            self.graph_inner
         )
     }
 }
@@ -215,8 +290,9 @@ fn bench_typed<T: AttentionElement + Copy>(kernels: &Cukernels, stream: &Arc<Cud
     let (q, k, v) = (fill(n.q, 1), fill(n.k, 2), fill(n.v, 3));
     let mut o: CudaSlice<T> = stream.clone_htod(&vec![from_f32(0.0); n.o]).unwrap();
     let plan = d.plan(T::DTYPE, &plan_buffers(&n), kernels.attention_config(), kernels.sm_count()).unwrap();
-    let ms = per_launch_ms(stream, samples, || kernels.attention(stream, &d, &q, &k, &v, &mut o, AttentionExtras::default()).unwrap());
-    AttentionRow { shape: s.clone(), ms, splits: plan.splits, heads_packed: plan.heads_packed }
+    let t = per_launch_timing(stream, samples, || kernels.attention(stream, &d, &q, &k, &v, &mut o, AttentionExtras::default()).unwrap());
+    let graph_ms = (s.kind == "decode").then(|| per_graph_ms(stream, samples, t.inner, || kernels.attention(stream, &d, &q, &k, &v, &mut o, AttentionExtras::default()).map_err(|e| e.to_string()))).flatten();
+    AttentionRow { shape: s.clone(), ms: t.ms, host_ms: t.host_ms, graph_ms, graph_inner: t.inner, splits: plan.splits, heads_packed: plan.heads_packed }
 }
 
 /// Buffers at distinct aligned addresses, for reading a plan's choices (no launch).

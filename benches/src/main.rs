@@ -313,21 +313,28 @@ fn run_load(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Op
 /// JSON lines for `benches/attention_torch.py`, which adds PyTorch's baselines.
 fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
     use cukernels_bench::attention_bench::{bench_attention, shapes};
-    let stream = ctx.default_stream();
+    // A stream of its own: the legacy default stream cannot be captured into a CUDA graph
+    // (the decode rows are also timed from one).
+    let stream = ctx.new_stream().unwrap_or_else(|e| panic!("{e}"));
+    // cudarc's event tracking makes each use of a buffer wait for its last use, and inside a
+    // capture a wait on an event recorded before it is an error. SAFETY: every buffer of this
+    // benchmark is used on `stream` alone, in order.
+    unsafe { ctx.disable_event_tracking() };
     let kernels = handle(ctx, o);
     kernels.preload_family(cukernels::KernelFamily::Attention).unwrap_or_else(|e| panic!("{e}"));
     let artifact = kernels.artifact(cukernels::KernelFamily::Attention).to_string();
     let (info, date) = (DeviceInfo::of(ctx), today());
     let samples = o.reps.unwrap_or(if o.quick { 5 } else { 21 });
     println!("{}: flash attention, median of {samples} samples of back-to-back launches; {artifact}; commit {COMMIT}; {date}", info.name);
-    println!("{:<48} {:>10} {:>9} {:>8} {:>7}", "shape", "ms", "TFLOP/s", "TB/s", "splits");
+    println!("{:<48} {:>10} {:>9} {:>8} {:>7} {:>9} {:>9}", "shape", "ms", "TFLOP/s", "TB/s", "splits", "host ms", "graph ms");
     let mut lines = Vec::new();
     for s in shapes() {
         if !o.shapes.is_empty() && !o.shapes.iter().any(|f| s.label().contains(f.as_str())) {
             continue;
         }
         let row = bench_attention(&kernels, &stream, &s, samples);
-        println!("{:<48} {:>10.4} {:>9.1} {:>8.2} {:>7}", s.label(), row.ms, row.tflops(), row.tbps(), row.splits);
+        let graph = row.graph_ms.map_or("-".to_string(), |g| format!("{g:.4}"));
+        println!("{:<48} {:>10.4} {:>9.1} {:>8.2} {:>7} {:>9.4} {:>9}", s.label(), row.ms, row.tflops(), row.tbps(), row.splits, row.host_ms, graph);
         lines.push(row.to_json(&info, COMMIT, &date, kernels.artifact(cukernels::KernelFamily::Attention)));
     }
     if let Some(path) = &o.out {
