@@ -183,6 +183,35 @@ fn bad_input_is_a_typed_error_naming_the_argument() {
     assert_eq!(invalid_name(plan(&too_long)), "seqlen_k");
 }
 
+/// The split workspace a handle owns holds the partial results of the decode splits the rule
+/// picks on the H200 (one and 16 sequences, every head size, GQA 1 to 16, 1 to 16 query
+/// positions), so that decode steps allocate nothing; a launch without a split needs none.
+#[test]
+fn the_own_split_workspace_holds_the_split_rules_decode_launches() {
+    let row = attention_config(Arch::Sm90);
+    let own = cukernels::attention::own_split_workspace_bytes(row, 132);
+    assert!(own > 0 && own < 20 << 20, "{own}");
+    eprintln!("own split workspace on the H200: {own} bytes");
+    let mut largest = 0;
+    for head in AttentionHead::ALL {
+        for (batch, kv, heads_q, heads_k, seqlen_q) in [(1, 16384, 32, 8, 1), (1, 131072, 32, 8, 1), (1, 20000, 32, 2, 1), (16, 8192, 32, 8, 1), (1, 4096, 16, 16, 1), (1, 65536, 8, 8, 16), (4, 20000, 32, 2, 4)] {
+            let d = Attention::new(batch, seqlen_q, kv, heads_q, heads_k, head.dk() as usize).head_dim_v(head.dv() as usize);
+            let p = plan(&d).unwrap();
+            let need = p.split_workspace_bytes();
+            assert_eq!(need == 0, p.splits == 1, "{d:?}: {p:?}");
+            // Splits × rows partial rows of D_v floats and one LSE each (at most 255 bytes of
+            // alignment between them).
+            let rows = p.splits * heads_q * batch * seqlen_q;
+            if p.splits > 1 {
+                assert!(need >= rows * (head.dv() as usize + 1) * 4 && need < rows * (head.dv() as usize + 1) * 4 + 256, "{d:?}");
+            }
+            assert!(need <= own, "head {}: {batch}×{seqlen_q} against {kv} keys, GQA {}: {p:?} needs {need} of {own}", head.name(), heads_q / heads_k);
+            largest = largest.max(need);
+        }
+    }
+    assert!(largest > 0, "some of these shapes split");
+}
+
 #[test]
 fn decode_packs_query_heads_and_splits_the_keys() {
     // One sequence, GQA 4, 16k keys: 8 blocks of packed heads would leave an H200 idle.

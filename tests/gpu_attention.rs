@@ -455,9 +455,10 @@ fn split_decode_gives_the_same_bits_every_run() {
 }
 
 /// A split decode (flash-decoding: the split launch, then the merge as its programmatic
-/// dependent on sm_90 builds, and the workspace they share) captured in a CUDA graph and
-/// replayed gives the bits of a direct call, on every config: a decode loop that replays a
-/// graph per token runs the same kernels as one that launches them.
+/// dependent on sm_90 builds, and the handle's own workspace they share) captured in a CUDA
+/// graph and replayed gives the bits of a direct call, on every config: a decode loop that
+/// replays a graph per token runs the same kernels as one that launches them. A call on a
+/// second stream, which the own workspace does not serve, gives them too.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn split_decode_can_be_captured_in_a_cuda_graph() {
@@ -493,6 +494,14 @@ fn split_decode_can_be_captured_in_a_cuda_graph() {
         h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) }).unwrap_or_else(|e| panic!("{who}: {e}"));
         let direct = read(&o, &lse);
         assert!(direct.0.iter().all(|&b| !f16::from_bits(b).is_nan()), "{who}: a NaN (unwritten) output");
+        // That call bound the handle's own split workspace to `s`; a call on another stream
+        // splits through a workspace of its own, with the same bits.
+        let other = &gpu.stream;
+        s.memcpy_htod(&vec![f16::NAN; n.o], &mut o).unwrap();
+        s.synchronize().unwrap();
+        h.attention(other, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) }).unwrap_or_else(|e| panic!("{who}: other stream: {e}"));
+        other.synchronize().unwrap();
+        assert!(read(&o, &lse) == direct, "{who}: the call on another stream differs");
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
         let called = h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) });
         let graph = s.end_capture(CUgraphInstantiate_flags(0));

@@ -34,7 +34,10 @@
 //! for short query blocks (decode), how many query heads share a block (all those of a KV head,
 //! so K/V is read once for them) and how many blocks each row tile's keys are split over, so
 //! that even one sequence fills the GPU. A split launch writes partial results to a workspace
-//! and a second kernel merges them in a fixed order (the same bits on every run).
+//! and a second kernel merges them in a fixed order (the same bits on every run). The
+//! workspace is the handle's own where it serves the call's stream and is large enough
+//! ([`own_split_workspace_bytes`]; `crate::workspace` says which stream it serves), so a
+//! decode step allocates nothing; otherwise the call allocates one, stream-ordered.
 
 use crate::error::{Error, Result};
 use crate::runtime::{launch, Cukernels, LaunchAttribute};
@@ -58,6 +61,32 @@ const MAX_GRID_YZ: usize = 65535;
 const LONG_SPLIT_KV_BYTES: usize = 512 * 1024;
 /// Most blocks in a grid's x dimension.
 const MAX_GRID_X: usize = i32::MAX as usize;
+
+/// The size of the split workspace a handle owns: one wave of blocks (`SMs × blocks_per_sm`,
+/// the most the split rule fills) of the tile that needs most, each block with its partial
+/// rows (`D_v` floats and an LSE per row), over every head size and all three entry points
+/// (several query positions of many packed heads split on a prefill tile). On the H200 that
+/// is the 128-row head-256 tile: 17.4 MB. Larger split launches (splits forced by the caller)
+/// allocate their own.
+pub fn own_split_workspace_bytes(row: &AttentionArchConfig, sm_count: u32) -> usize {
+    let mut most = 0;
+    for head in AttentionHead::ALL {
+        for kind in [AttentionTileKind::Prefill, AttentionTileKind::Plain, AttentionTileKind::Decode] {
+            let tile = row.tile_of(kind, head);
+            let rows = sm_count as usize * tile.blocks_per_sm as usize * tile.rows() as usize;
+            most = most.max(split_workspace_layout(rows, head.dv() as usize).1);
+        }
+    }
+    most
+}
+
+/// Where a split launch's LSEs start in its workspace, and its bytes, for `partial_rows`
+/// (splits × rows) partial rows of `dv` floats: the rows first, then an LSE per row, at a
+/// 256-byte boundary.
+fn split_workspace_layout(partial_rows: usize, dv: usize) -> (usize, usize) {
+    let lse_at = (partial_rows * dv * 4).next_multiple_of(256);
+    (lse_at, lse_at + partial_rows * 4)
+}
 
 /// An element type of Q, K, V and O.
 pub trait AttentionElement: DeviceRepr {
@@ -351,6 +380,18 @@ pub struct AttentionPlan {
     pub sinks: Option<Vec<f32>>,
     /// Nothing to compute (no query rows).
     pub empty: bool,
+}
+
+impl AttentionPlan {
+    /// Bytes of the split workspace the launch needs (its partial rows and their LSEs): 0
+    /// without a split. The handle's own serves it where it is at least this large.
+    pub fn split_workspace_bytes(&self) -> usize {
+        if self.splits > 1 {
+            split_workspace_layout(self.splits * self.params.heads_q as usize * self.params.total_q as usize, self.params.dv as usize).1
+        } else {
+            0
+        }
+    }
 }
 
 fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
@@ -813,19 +854,31 @@ impl Cukernels {
         params.block_table = GlobalPtr::new(addr_u32(&table));
         params.alibi_slopes = GlobalPtr::new(addr_f32(&slopes));
         params.sinks = GlobalPtr::new(addr_f32(&sinks));
-        let workspace = if plan.splits > 1 {
-            let rows = plan.splits * params.heads_q as usize * params.total_q as usize;
-            // SAFETY: uninitialized device memory is never read: every block of the split
-            // launch writes its partial row and LSE (an empty key range writes 0 and −inf)
-            // before the merge, queued after it on the same stream, reads them.
-            let partial_o = unsafe { stream.alloc::<f32>(rows * params.dv as usize) }?;
-            let partial_lse = unsafe { stream.alloc::<f32>(rows) }?;
-            params.partial_o = GlobalPtr::new(partial_o.device_ptr(stream).0);
-            params.partial_lse = GlobalPtr::new(partial_lse.device_ptr(stream).0);
-            Some((partial_o, partial_lse))
-        } else {
-            None
-        };
+        // The split workspace: the handle's own where it serves this stream and is large
+        // enough (no allocation: capturable, and cheaper for the host), else the call's own.
+        let mut allocated = None;
+        if plan.splits > 1 {
+            let partial_rows = plan.splits * params.heads_q as usize * params.total_q as usize;
+            let (lse_at, bytes) = split_workspace_layout(partial_rows, params.dv as usize);
+            debug_assert_eq!(bytes, plan.split_workspace_bytes());
+            let stream_id = stream.cu_stream() as usize;
+            let base = match self.own_attention_workspace()? {
+                Ok(own) if own.bytes() >= bytes && own.free_for(stream_id) && own.bind(stream_id) => own.addr(),
+                _ => {
+                    // SAFETY: uninitialized device memory is never read: every block of the
+                    // split launch writes its partial rows and LSEs (an empty key range writes
+                    // 0 and −inf) before the merge, queued after it on the same stream, reads
+                    // them. (The own workspace is read the same way: nothing in it is ever read
+                    // before this launch writes it.)
+                    let buffer = unsafe { stream.alloc::<u8>(bytes) }?;
+                    let base = buffer.device_ptr(stream).0;
+                    allocated = Some(buffer);
+                    base
+                }
+            };
+            params.partial_o = GlobalPtr::new(base);
+            params.partial_lse = GlobalPtr::new(base + lse_at as u64);
+        }
         let forward = self.attention_function(Some(plan.head), plan.dtype, plan.kind)?;
         self.context().bind_to_thread()?;
         let mut args = params.kernel_args();
@@ -838,7 +891,7 @@ impl Cukernels {
         unsafe {
             cudarc::driver::result::launch_kernel(forward.cu_function(), plan.grid, (plan.block, 1, 1), plan.smem_bytes, stream.cu_stream(), &mut args)?;
         }
-        if workspace.is_some() {
+        if plan.splits > 1 {
             let merge = self.attention_function(None, plan.dtype, AttentionTileKind::Prefill)?;
             let rows = params.heads_q * params.total_q;
             // SAFETY: as above; the merge reads the workspace the forward launch wrote, in
@@ -847,7 +900,7 @@ impl Cukernels {
                 launch(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, plan.merge_overlaps_split.then_some(LaunchAttribute::ProgrammaticDependent))?;
             }
         }
-        drop((cu_q, cu_k, table, slopes, sinks, workspace));
+        drop((cu_q, cu_k, table, slopes, sinks, allocated));
         Ok(())
     }
 }

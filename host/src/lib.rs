@@ -37,6 +37,7 @@ pub mod moe;
 pub mod quant;
 mod runtime;
 pub mod sgemm;
+mod workspace;
 mod zstd_frame;
 
 pub use cudarc;

@@ -5,7 +5,7 @@
 
 use crate::artifacts::{self, Artifact, ArtifactKind, Compiler};
 use crate::error::{Error, Result};
-use crate::sgemm::OwnWorkspace;
+use crate::workspace::OwnWorkspace;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cukernels_gpu::{
@@ -49,6 +49,10 @@ struct Inner {
     /// then split k only over clusters, or not at all, and
     /// [`own_sgemm_workspace_bytes`](Cukernels::own_sgemm_workspace_bytes) reports the error).
     own_sgemm_workspace: OnceLock<Result<OwnWorkspace>>,
+    /// The workspace of attention's split-KV partial results, allocated with the attention
+    /// module ([`own_split_workspace_bytes`](crate::attention::own_split_workspace_bytes)), or
+    /// the error its allocation met (split launches then allocate their own, per call).
+    own_attention_workspace: OnceLock<Result<OwnWorkspace>>,
 }
 
 struct FamilyModule {
@@ -149,7 +153,7 @@ impl Cukernels {
     fn with_artifacts(ctx: &Arc<CudaContext>, capability: (u32, u32), chosen: Vec<&'static Artifact>) -> Result<Self> {
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let families = chosen.into_iter().map(|artifact| FamilyModule { artifact, loaded: OnceLock::new(), loading: Mutex::new(()) }).collect();
-        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families, own_sgemm_workspace: OnceLock::new() }) })
+        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families, own_sgemm_workspace: OnceLock::new(), own_attention_workspace: OnceLock::new() }) })
     }
 
     /// The CUDA context of this handle.
@@ -183,6 +187,13 @@ impl Cukernels {
         self.loaded(KernelFamily::Sgemm)?;
         Ok(self.inner.own_sgemm_workspace.get().expect("allocated (or failed) with the SGEMM module"))
     }
+    /// The workspace this handle owns for attention's split-KV launches; loads the attention
+    /// module (and so allocates the workspace) if it is not loaded yet.
+    /// `Err` inside: the workspace could not be allocated.
+    pub(crate) fn own_attention_workspace(&self) -> Result<&Result<OwnWorkspace>> {
+        self.loaded(KernelFamily::Attention)?;
+        Ok(self.inner.own_attention_workspace.get().expect("allocated (or failed) with the attention module"))
+    }
     /// Streaming multiprocessors of the device.
     pub fn sm_count(&self) -> u32 {
         self.inner.sm_count
@@ -193,7 +204,7 @@ impl Cukernels {
     }
 
     /// Loads every family's module now rather than at its first launch (and allocates the
-    /// SGEMM k-split workspace with SGEMM's). Call it before capturing launches into a CUDA
+    /// SGEMM k-split workspace with SGEMM's, the attention split workspace with attention's). Call it before capturing launches into a CUDA
     /// graph or before timing, so neither includes the load or the allocation.
     pub fn preload(&self) -> Result<()> {
         KernelFamily::ALL.iter().try_for_each(|&f| self.preload_family(f))
@@ -219,7 +230,13 @@ impl Cukernels {
             // Allocated here, with the module, rather than in `new`: handles that never run
             // SGEMM spare the memory, and `preload` (which graph capture needs anyway) makes
             // it before any capture, where an allocation would break the capture.
-            self.inner.own_sgemm_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, self.sgemm_config(), self.inner.sm_count));
+            let bytes = crate::sgemm::default_split_workspace_bytes(self.sgemm_config(), self.inner.sm_count);
+            self.inner.own_sgemm_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, bytes));
+        }
+        if family == KernelFamily::Attention {
+            // As SGEMM's, for the partial results of split-KV launches.
+            let bytes = crate::attention::own_split_workspace_bytes(self.attention_config(), self.inner.sm_count);
+            self.inner.own_attention_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, bytes));
         }
         let _ = slot.loaded.set(loaded);
         Ok(slot.loaded.get().expect("just set"))

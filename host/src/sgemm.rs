@@ -174,85 +174,6 @@ impl SgemmWorkspace {
     }
 }
 
-/// The workspace a handle owns for its k splits ([`Cukernels::sgemm`]): allocated and zeroed
-/// with the SGEMM module (on its first launch, or by [`Cukernels::preload`]), so no call
-/// allocates and handles that never run SGEMM allocate nothing. It serves one stream: the
-/// first on which a call splits through it. Calls on other streams plan without it (a split
-/// over a cluster, or none), so two streams never share it, and no event orders them: the
-/// launches stay capturable in a CUDA graph. (A graph that holds such a split must not run
-/// concurrently with that stream's other work, as for any graph that writes memory the stream
-/// also uses.) Streams are told apart by their handle value: the per-thread default stream
-/// (one value, a stream per thread) never owns it. A new stream that reuses a destroyed
-/// stream's handle value inherits the workspace; were the old stream's last split still
-/// running (CUDA finishes a destroyed stream's work without waiting for it), the two would
-/// overlap, so a stream that ran SGEMM should be synchronized before it is destroyed.
-pub(crate) struct OwnWorkspace {
-    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
-    addr: u64,
-    bytes: usize,
-    /// The stream it serves (a `CUstream` as an integer), once one has split through it;
-    /// [`OwnWorkspace::UNBOUND`] before. Set once, by compare-and-swap, so calls never lock.
-    stream: std::sync::atomic::AtomicUsize,
-}
-
-/// `CU_STREAM_PER_THREAD` (`cuda.h` defines it as the handle value 2): each thread's own default
-/// stream, so the value names a different stream in every thread.
-const PER_THREAD_DEFAULT_STREAM: usize = 0x2;
-
-impl OwnWorkspace {
-    /// `stream` before any stream is bound (the null stream is 0, so 0 cannot mean none).
-    const UNBOUND: usize = usize::MAX;
-
-    /// Allocates and zeroes [`default_split_workspace_bytes`], and waits for the zeroing: a
-    /// memset of device memory may return before it is done, and it runs on the legacy default
-    /// stream, which cudarc's non-blocking streams do not wait for.
-    pub(crate) fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, row: &SgemmArchConfig, sm_count: u32) -> Result<OwnWorkspace> {
-        let bytes = default_split_workspace_bytes(row, sm_count);
-        ctx.bind_to_thread()?;
-        // SAFETY: a plain allocation of `bytes` in the current (this handle's) context, zeroed
-        // before anything can use it, and freed once, on drop.
-        let addr = unsafe { cudarc::driver::result::malloc_sync(bytes) }?;
-        let workspace = OwnWorkspace { ctx: ctx.clone(), addr, bytes, stream: std::sync::atomic::AtomicUsize::new(Self::UNBOUND) };
-        // SAFETY: `addr` holds `bytes` bytes (just allocated).
-        unsafe { cudarc::driver::result::memset_d8_sync(addr, 0, bytes) }?;
-        ctx.synchronize()?;
-        Ok(workspace)
-    }
-
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Whether `stream` may plan with it: no stream is bound yet, or this one is. Never the
-    /// per-thread default stream: one handle value for as many streams as there are threads,
-    /// it cannot own the workspace (it plans without it, as another stream).
-    fn free_for(&self, stream: usize) -> bool {
-        let bound = self.stream.load(std::sync::atomic::Ordering::Acquire);
-        stream != PER_THREAD_DEFAULT_STREAM && (bound == Self::UNBOUND || bound == stream)
-    }
-
-    /// Binds it to `stream` for a launch that splits through it; false when another stream
-    /// bound it since [`free_for`](Self::free_for) said it was free.
-    fn bind(&self, stream: usize) -> bool {
-        use std::sync::atomic::Ordering;
-        match self.stream.compare_exchange(Self::UNBOUND, stream, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => true,
-            Err(bound) => bound == stream,
-        }
-    }
-}
-
-impl Drop for OwnWorkspace {
-    fn drop(&mut self) {
-        // The handle's last clone is gone, so no call can queue another launch with the
-        // workspace; `cuMemFree` waits for the launches already queued.
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: allocated by `malloc_sync` in `new`, freed only here.
-            let _ = unsafe { cudarc::driver::result::free_sync(self.addr) };
-        }
-    }
-}
-
 /// The size of the workspace a handle owns: one wave of split blocks (`SMs × blocks_per_sm`)
 /// of the largest tile that splits k, which covers every split the dispatcher considers
 /// ([`kernel_candidates`]). 17.3 MB on the H200 (132 SMs, eight 64×64 `small` blocks each).
@@ -1128,7 +1049,7 @@ impl Cukernels {
     }
 
     /// Plans `desc` on `buffers` and launches it on `stream`. Without a workspace in
-    /// `buffers`, the handle's own serves, if it is free for this stream ([`OwnWorkspace`]).
+    /// `buffers`, the handle's own serves, if it is free for this stream ([`OwnWorkspace`](crate::workspace::OwnWorkspace)).
     /// Nothing locks: a plan that splits through it binds it to the stream by compare-and-swap,
     /// and in the rare race where another stream bound it first, the call plans again
     /// without it.
@@ -1151,7 +1072,7 @@ impl Cukernels {
         let stream_id = stream as usize;
         if let Ok(own) = self.own_sgemm_workspace()? {
             if own.free_for(stream_id) {
-                let with_own = SgemmBuffers { workspace_addr: own.addr, workspace_bytes: own.bytes, ..*buffers };
+                let with_own = SgemmBuffers { workspace_addr: own.addr(), workspace_bytes: own.bytes(), ..*buffers };
                 let plan = plan_with(&with_own)?;
                 if !plan.uses_workspace() || own.bind(stream_id) {
                     return self.launch_sgemm(stream, &plan);
