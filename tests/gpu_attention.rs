@@ -488,6 +488,9 @@ fn split_decode_can_be_captured_in_a_cuda_graph() {
         let buffers = cukernels::AttentionBuffers { q: at(1, n.q), k: at(2, n.k), v: at(3, n.v), o: at(4, n.o), lse: Some(at(5, n.lse)), mask: None };
         let plan = d.plan(AttentionDtype::F16, &buffers, h.attention_config(), h.sm_count()).unwrap();
         assert!(plan.splits > 1, "{who}: the case must split ({plan:?})");
+        // ... through the handle's own workspace (the first call binds it to `s`).
+        let own = cukernels::attention::own_split_workspace_bytes(h.attention_config(), h.sm_count());
+        assert!(plan.split_workspace_bytes() <= own, "{who}: {} bytes of {own}", plan.split_workspace_bytes());
         let read = |o: &CudaSlice<f16>, lse: &CudaSlice<f32>| -> (Vec<u16>, Vec<u32>) {
             (s.clone_dtoh(o).unwrap().iter().map(|x| x.to_bits()).collect(), s.clone_dtoh(lse).unwrap().iter().map(|x| x.to_bits()).collect())
         };
@@ -498,6 +501,7 @@ fn split_decode_can_be_captured_in_a_cuda_graph() {
         // splits through a workspace of its own, with the same bits.
         let other = &gpu.stream;
         s.memcpy_htod(&vec![f16::NAN; n.o], &mut o).unwrap();
+        s.memcpy_htod(&vec![f32::NAN; n.lse], &mut lse).unwrap();
         s.synchronize().unwrap();
         h.attention(other, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) }).unwrap_or_else(|e| panic!("{who}: other stream: {e}"));
         other.synchronize().unwrap();

@@ -386,11 +386,12 @@ impl AttentionPlan {
     /// Bytes of the split workspace the launch needs (its partial rows and their LSEs): 0
     /// without a split. The handle's own serves it where it is at least this large.
     pub fn split_workspace_bytes(&self) -> usize {
-        if self.splits > 1 {
-            split_workspace_layout(self.splits * self.params.heads_q as usize * self.params.total_q as usize, self.params.dv as usize).1
-        } else {
-            0
-        }
+        self.split_workspace().map_or(0, |(_, bytes)| bytes)
+    }
+
+    /// Where the LSEs start in the split workspace, and its bytes; `None` without a split.
+    fn split_workspace(&self) -> Option<(usize, usize)> {
+        (self.splits > 1).then(|| split_workspace_layout(self.splits * self.params.heads_q as usize * self.params.total_q as usize, self.params.dv as usize))
     }
 }
 
@@ -832,7 +833,8 @@ impl Cukernels {
         self.launch_attention(stream, &plan)
     }
 
-    /// Uploads the plan's small host arrays, allocates the split workspace, and launches.
+    /// Uploads the plan's small host arrays, takes the split workspace (the handle's own, or
+    /// one allocated for the call), and launches.
     fn launch_attention(&self, stream: &Arc<CudaStream>, plan: &AttentionPlan) -> Result<()> {
         if plan.empty {
             return Ok(());
@@ -856,14 +858,18 @@ impl Cukernels {
         params.sinks = GlobalPtr::new(addr_f32(&sinks));
         // The split workspace: the handle's own where it serves this stream and is large
         // enough (no allocation: capturable, and cheaper for the host), else the call's own.
+        // With the own workspace, its lock is held until both launches are queued: two
+        // threads queueing on the bound stream could otherwise interleave them (forward A,
+        // forward B, merge A), and merge A would read B's partial results.
         let mut allocated = None;
-        if plan.splits > 1 {
-            let partial_rows = plan.splits * params.heads_q as usize * params.total_q as usize;
-            let (lse_at, bytes) = split_workspace_layout(partial_rows, params.dv as usize);
-            debug_assert_eq!(bytes, plan.split_workspace_bytes());
+        let mut own_launches = None;
+        if let Some((lse_at, bytes)) = plan.split_workspace() {
             let stream_id = stream.cu_stream() as usize;
             let base = match self.own_attention_workspace()? {
-                Ok(own) if own.bytes() >= bytes && own.free_for(stream_id) && own.bind(stream_id) => own.addr(),
+                Ok(own) if own.bytes() >= bytes && own.free_for(stream_id) && own.bind(stream_id) => {
+                    own_launches = Some(own.lock_launches());
+                    own.addr()
+                }
                 _ => {
                     // SAFETY: uninitialized device memory is never read: every block of the
                     // split launch writes its partial rows and LSEs (an empty key range writes
@@ -900,7 +906,7 @@ impl Cukernels {
                 launch(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, plan.merge_overlaps_split.then_some(LaunchAttribute::ProgrammaticDependent))?;
             }
         }
-        drop((cu_q, cu_k, table, slopes, sinks, allocated));
+        drop((own_launches, cu_q, cu_k, table, slopes, sinks, allocated));
         Ok(())
     }
 }

@@ -12,6 +12,11 @@
 //! reuses a destroyed stream's handle value inherits the workspace; were the old stream's last
 //! launch still running (CUDA finishes a destroyed stream's work without waiting for it), the
 //! two would overlap, so a stream that used it should be synchronized before it is destroyed.
+//! A call that queues more than one launch using it (attention's split, then its merge) holds
+//! its lock ([`OwnWorkspace::lock_launches`]) until all are queued, so that two threads
+//! queueing on the bound stream cannot interleave them. A CUDA graph that captured such a
+//! launch holds the workspace's address: it must not be replayed after the handle (every
+//! clone) is dropped, which frees the workspace.
 
 use crate::error::Result;
 
@@ -22,8 +27,10 @@ pub(crate) struct OwnWorkspace {
     addr: u64,
     bytes: usize,
     /// The stream it serves (a `CUstream` as an integer), once one has used it;
-    /// [`OwnWorkspace::UNBOUND`] before. Set once, by compare-and-swap, so calls never lock.
+    /// [`OwnWorkspace::UNBOUND`] before. Set once, by compare-and-swap.
     stream: std::sync::atomic::AtomicUsize,
+    /// Held by a call while it queues several launches that use the workspace.
+    launches: std::sync::Mutex<()>,
 }
 
 /// `CU_STREAM_PER_THREAD` (`cuda.h` defines it as the handle value 2): each thread's own default
@@ -42,7 +49,7 @@ impl OwnWorkspace {
         // SAFETY: a plain allocation of `bytes` in the current (this handle's) context, zeroed
         // before anything can use it, and freed once, on drop.
         let addr = unsafe { cudarc::driver::result::malloc_sync(bytes) }?;
-        let workspace = OwnWorkspace { ctx: ctx.clone(), addr, bytes, stream: std::sync::atomic::AtomicUsize::new(Self::UNBOUND) };
+        let workspace = OwnWorkspace { ctx: ctx.clone(), addr, bytes, stream: std::sync::atomic::AtomicUsize::new(Self::UNBOUND), launches: std::sync::Mutex::new(()) };
         // SAFETY: `addr` holds `bytes` bytes (just allocated).
         unsafe { cudarc::driver::result::memset_d8_sync(addr, 0, bytes) }?;
         ctx.synchronize()?;
@@ -65,6 +72,14 @@ impl OwnWorkspace {
         stream != PER_THREAD_DEFAULT_STREAM && (bound == Self::UNBOUND || bound == stream)
     }
 
+    /// The lock a call holds while it queues several launches that use the workspace (on the
+    /// bound stream: see the module docs). Uncontended unless threads share that stream.
+    pub(crate) fn lock_launches(&self) -> std::sync::MutexGuard<'_, ()> {
+        // A thread that panicked while holding it queued nothing wrong: the lock orders
+        // queueing only.
+        self.launches.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Binds it to `stream` for a launch that uses it; false when another stream bound it
     /// since [`free_for`](Self::free_for) said it was free.
     pub(crate) fn bind(&self, stream: usize) -> bool {
@@ -79,7 +94,8 @@ impl OwnWorkspace {
 impl Drop for OwnWorkspace {
     fn drop(&mut self) {
         // The handle's last clone is gone, so no call can queue another launch with the
-        // workspace; `cuMemFree` waits for the launches already queued.
+        // workspace; `cuMemFree` waits for the launches already queued. (A captured graph
+        // that still holds its address must not be replayed: see the module docs.)
         if self.ctx.bind_to_thread().is_ok() {
             // SAFETY: allocated by `malloc_sync` in `new`, freed only here.
             let _ = unsafe { cudarc::driver::result::free_sync(self.addr) };
