@@ -483,10 +483,7 @@ fn split_decode_can_be_captured_in_a_cuda_graph() {
     unsafe { ctx.enable_event_tracking() };
     for h in &gpu.handles {
         let who = format!("decode 2×{keys} head 128 [{}]", h.artifact(KernelFamily::Attention));
-        // The plan of these lengths at distinct aligned addresses (no launch).
-        let at = |i: u64, len: usize| (i << 40, len);
-        let buffers = cukernels::AttentionBuffers { q: at(1, n.q), k: at(2, n.k), v: at(3, n.v), o: at(4, n.o), lse: Some(at(5, n.lse)), mask: None };
-        let plan = d.plan(AttentionDtype::F16, &buffers, h.attention_config(), h.sm_count()).unwrap();
+        let plan = d.plan(AttentionDtype::F16, &d.placeholder_buffers().unwrap(), h.attention_config(), h.sm_count()).unwrap();
         assert!(plan.splits > 1, "{who}: the case must split ({plan:?})");
         // ... through the handle's own workspace (the first call binds it to `s`).
         let own = cukernels::attention::own_split_workspace_bytes(h.attention_config(), h.sm_count());

@@ -164,23 +164,30 @@ pub fn per_launch_timing(stream: &Arc<CudaStream>, samples: usize, mut run: impl
     for _ in 0..30 * inner {
         run();
     }
-    let events: Vec<_> = (0..samples).map(|_| (ev(), ev())).collect();
-    let host = std::time::Instant::now();
-    for (start, end) in &events {
-        start.record(stream).unwrap();
+    let (ms, host_ms) = timed_samples(stream, samples, inner, || {
         for _ in 0..inner {
             run();
         }
-        end.record(stream).unwrap();
-    }
-    let host_ms = host.elapsed().as_secs_f64() * 1e3 / (samples * inner) as f64;
-    stream.synchronize().unwrap();
-    LaunchTiming { ms: median(events.iter().map(|(s, e)| s.elapsed_ms(e).unwrap() as f64 / inner as f64).collect()), host_ms, inner }
+    });
+    LaunchTiming { ms, host_ms, inner }
 }
 
-fn median(mut t: Vec<f64>) -> f64 {
-    t.sort_by(|x, y| x.partial_cmp(y).unwrap());
-    t[t.len() / 2]
+/// Runs `sample` (which queues `calls` calls) `samples` times, each between two CUDA events,
+/// and returns the median GPU milliseconds per call and the host's milliseconds per call.
+fn timed_samples(stream: &Arc<CudaStream>, samples: usize, calls: usize, mut sample: impl FnMut()) -> (f64, f64) {
+    let ctx = stream.context();
+    let events: Vec<_> = (0..samples).map(|_| (ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap(), ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap())).collect();
+    let host = std::time::Instant::now();
+    for (start, end) in &events {
+        start.record(stream).unwrap();
+        sample();
+        end.record(stream).unwrap();
+    }
+    let host_ms = host.elapsed().as_secs_f64() * 1e3 / (samples * calls) as f64;
+    stream.synchronize().unwrap();
+    let mut per_call: Vec<f64> = events.iter().map(|(s, e)| s.elapsed_ms(e).unwrap() as f64 / calls as f64).collect();
+    per_call.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    (per_call[per_call.len() / 2], host_ms)
 }
 
 /// Median milliseconds per call of `run` replayed from a CUDA graph: `inner` calls captured
@@ -190,8 +197,6 @@ fn median(mut t: Vec<f64>) -> f64 {
 /// cannot be captured.
 pub fn per_graph_ms(stream: &Arc<CudaStream>, samples: usize, inner: usize, mut run: impl FnMut() -> Result<(), String>) -> Option<f64> {
     use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-    let ctx = stream.context();
-    let ev = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
     if let Err(e) = stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) {
         eprintln!("graph capture refused (the legacy default stream cannot be captured): {e}");
         return None;
@@ -214,14 +219,7 @@ pub fn per_graph_ms(stream: &Arc<CudaStream>, samples: usize, inner: usize, mut 
     for _ in 0..30 {
         graph.launch().unwrap();
     }
-    let events: Vec<_> = (0..samples).map(|_| (ev(), ev())).collect();
-    for (start, end) in &events {
-        start.record(stream).unwrap();
-        graph.launch().unwrap();
-        end.record(stream).unwrap();
-    }
-    stream.synchronize().unwrap();
-    Some(median(events.iter().map(|(s, e)| s.elapsed_ms(e).unwrap() as f64 / inner as f64).collect()))
+    Some(timed_samples(stream, samples, inner, || graph.launch().unwrap()).0)
 }
 
 /// One measured shape.
@@ -289,15 +287,10 @@ fn bench_typed<T: AttentionElement + Copy>(kernels: &Cukernels, stream: &Arc<Cud
     };
     let (q, k, v) = (fill(n.q, 1), fill(n.k, 2), fill(n.v, 3));
     let mut o: CudaSlice<T> = stream.clone_htod(&vec![from_f32(0.0); n.o]).unwrap();
-    let plan = d.plan(T::DTYPE, &plan_buffers(&n), kernels.attention_config(), kernels.sm_count()).unwrap();
+    let plan = d.plan(T::DTYPE, &d.placeholder_buffers().unwrap(), kernels.attention_config(), kernels.sm_count()).unwrap();
     let t = per_launch_timing(stream, samples, || kernels.attention(stream, &d, &q, &k, &v, &mut o, AttentionExtras::default()).unwrap());
     let graph_ms = (s.kind == "decode").then(|| per_graph_ms(stream, samples, t.inner, || kernels.attention(stream, &d, &q, &k, &v, &mut o, AttentionExtras::default()).map_err(|e| e.to_string()))).flatten();
     AttentionRow { shape: s.clone(), ms: t.ms, host_ms: t.host_ms, graph_ms, graph_inner: t.inner, splits: plan.splits, heads_packed: plan.heads_packed }
-}
-
-/// Buffers at distinct aligned addresses, for reading a plan's choices (no launch).
-fn plan_buffers(n: &cukernels::AttentionLengths) -> cukernels::AttentionBuffers {
-    cukernels::AttentionBuffers { q: (1 << 40, n.q), k: (2 << 40, n.k), v: (3 << 40, n.v), o: (4 << 40, n.o), lse: None, mask: None }
 }
 
 /// Times one shape with our kernels.

@@ -41,6 +41,7 @@
 
 use crate::error::{Error, Result};
 use crate::runtime::{launch, Cukernels, LaunchAttribute};
+use cukernels_gpu::KernelFamily;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::sync::Arc;
 use cukernels_gpu::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
@@ -448,6 +449,18 @@ impl Attention {
             o: extent(q_batches, q_rows, a.heads_q, dv, a.o_strides).ok_or_else(|| overflow("o_strides"))?,
             lse: if a.lse { a.heads_q * q_batches * q_rows } else { 0 },
         })
+    }
+
+    /// Buffers of exactly the lengths the problem needs ([`buffer_lengths`](Self::buffer_lengths);
+    /// an f16 mask and an LSE where the problem has them) at distinct, 16-byte aligned
+    /// addresses with no memory behind them: for reading a plan's choices (kernel, grid,
+    /// splits, workspace) with [`plan`](Self::plan) before anything is allocated. Never
+    /// launch with them.
+    pub fn placeholder_buffers(&self) -> Result<AttentionBuffers> {
+        let n = self.buffer_lengths()?;
+        let at = |i: u64, len: usize| (i << 40, len);
+        let mask = self.mask.map(|m| (5 << 40, if m.rows == 0 { 0 } else { (m.rows - 1) * m.row_stride + m.cols }, false));
+        Ok(AttentionBuffers { q: at(1, n.q), k: at(2, n.k), v: at(3, n.v), o: at(4, n.o), lse: self.lse.then_some(at(6, n.lse)), mask })
     }
 
     /// Validates the problem against `buffers` and plans its launch on an architecture of
@@ -865,8 +878,8 @@ impl Cukernels {
         let mut own_launches = None;
         if let Some((lse_at, bytes)) = plan.split_workspace() {
             let stream_id = stream.cu_stream() as usize;
-            let base = match self.own_attention_workspace()? {
-                Ok(own) if own.bytes() >= bytes && own.free_for(stream_id) && own.bind(stream_id) => {
+            let base = match self.own_workspace(KernelFamily::Attention)? {
+                Some(Ok(own)) if own.bytes() >= bytes && own.free_for(stream_id) && own.bind(stream_id) => {
                     own_launches = Some(own.lock_launches());
                     own.addr()
                 }

@@ -44,21 +44,14 @@ struct Inner {
     /// Per family (in [`KernelFamily::ALL`] order): the artifact chosen for it, and its module
     /// once loaded.
     families: Vec<FamilyModule>,
-    /// The workspace of SGEMM's k splits for [`Cukernels::sgemm`], allocated with the SGEMM
-    /// module, or the error its allocation met (the device could not spare it: those calls
-    /// then split k only over clusters, or not at all, and
-    /// [`own_sgemm_workspace_bytes`](Cukernels::own_sgemm_workspace_bytes) reports the error).
-    own_sgemm_workspace: OnceLock<Result<OwnWorkspace>>,
-    /// The workspace of attention's split-KV partial results, allocated with the attention
-    /// module ([`own_split_workspace_bytes`](crate::attention::own_split_workspace_bytes)), or
-    /// the error its allocation met (split launches then allocate their own, per call).
-    own_attention_workspace: OnceLock<Result<OwnWorkspace>>,
 }
 
 struct FamilyModule {
     artifact: &'static Artifact,
     loaded: OnceLock<Loaded>,
     loading: Mutex<()>,
+    /// The family's own workspace ([`Cukernels::own_workspace`]), set when its module loads.
+    own_workspace: OnceLock<Result<OwnWorkspace>>,
 }
 
 struct Loaded {
@@ -152,8 +145,8 @@ impl Cukernels {
 
     fn with_artifacts(ctx: &Arc<CudaContext>, capability: (u32, u32), chosen: Vec<&'static Artifact>) -> Result<Self> {
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-        let families = chosen.into_iter().map(|artifact| FamilyModule { artifact, loaded: OnceLock::new(), loading: Mutex::new(()) }).collect();
-        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families, own_sgemm_workspace: OnceLock::new(), own_attention_workspace: OnceLock::new() }) })
+        let families = chosen.into_iter().map(|artifact| FamilyModule { artifact, loaded: OnceLock::new(), loading: Mutex::new(()), own_workspace: OnceLock::new() }).collect();
+        Ok(Cukernels { inner: Arc::new(Inner { ctx: ctx.clone(), capability, sm_count, families }) })
     }
 
     /// The CUDA context of this handle.
@@ -180,19 +173,24 @@ impl Cukernels {
     pub fn attention_config(&self) -> &'static AttentionArchConfig {
         attention_config(self.artifact(KernelFamily::Attention).config)
     }
-    /// The workspace this handle owns for SGEMM's k splits; loads the SGEMM module (and so
-    /// allocates the workspace) if it is not loaded yet.
-    /// `Err` inside: the workspace could not be allocated.
-    pub(crate) fn own_sgemm_workspace(&self) -> Result<&Result<OwnWorkspace>> {
-        self.loaded(KernelFamily::Sgemm)?;
-        Ok(self.inner.own_sgemm_workspace.get().expect("allocated (or failed) with the SGEMM module"))
+    /// The workspace this handle owns for `family`'s launches (`crate::workspace`), allocated
+    /// with the family's module, which this loads if it is not loaded yet. `None`: the family
+    /// owns none; `Some(Err)`: the device could not spare it (SGEMM then splits k only over
+    /// clusters, or not at all; attention's split launches allocate their own, per call).
+    pub(crate) fn own_workspace(&self, family: KernelFamily) -> Result<Option<&Result<OwnWorkspace>>> {
+        self.loaded(family)?;
+        Ok(self.inner.families[family.index()].own_workspace.get())
     }
-    /// The workspace this handle owns for attention's split-KV launches; loads the attention
-    /// module (and so allocates the workspace) if it is not loaded yet.
-    /// `Err` inside: the workspace could not be allocated.
-    pub(crate) fn own_attention_workspace(&self) -> Result<&Result<OwnWorkspace>> {
-        self.loaded(KernelFamily::Attention)?;
-        Ok(self.inner.own_attention_workspace.get().expect("allocated (or failed) with the attention module"))
+    /// Bytes of the workspace `family` owns: SGEMM's k splits
+    /// ([`default_split_workspace_bytes`](crate::sgemm::default_split_workspace_bytes)),
+    /// attention's split-KV partial results and counters
+    /// ([`own_split_workspace_bytes`](crate::attention::own_split_workspace_bytes)).
+    fn own_workspace_bytes(&self, family: KernelFamily) -> Option<usize> {
+        match family {
+            KernelFamily::Sgemm => Some(crate::sgemm::default_split_workspace_bytes(self.sgemm_config(), self.inner.sm_count)),
+            KernelFamily::Attention => Some(crate::attention::own_split_workspace_bytes(self.attention_config(), self.inner.sm_count)),
+            _ => None,
+        }
     }
     /// Streaming multiprocessors of the device.
     pub fn sm_count(&self) -> u32 {
@@ -204,8 +202,9 @@ impl Cukernels {
     }
 
     /// Loads every family's module now rather than at its first launch (and allocates the
-    /// SGEMM k-split workspace with SGEMM's, the attention split workspace with attention's). Call it before capturing launches into a CUDA
-    /// graph or before timing, so neither includes the load or the allocation.
+    /// families' own workspaces: SGEMM's k splits, attention's split-KV partial results). Call
+    /// it before capturing launches into a CUDA graph or before timing, so neither includes
+    /// the load or the allocation.
     pub fn preload(&self) -> Result<()> {
         KernelFamily::ALL.iter().try_for_each(|&f| self.preload_family(f))
     }
@@ -226,17 +225,11 @@ impl Cukernels {
             return Ok(l);
         }
         let loaded = self.load(slot.artifact)?;
-        if family == KernelFamily::Sgemm {
+        if let Some(bytes) = self.own_workspace_bytes(family) {
             // Allocated here, with the module, rather than in `new`: handles that never run
-            // SGEMM spare the memory, and `preload` (which graph capture needs anyway) makes
-            // it before any capture, where an allocation would break the capture.
-            let bytes = crate::sgemm::default_split_workspace_bytes(self.sgemm_config(), self.inner.sm_count);
-            self.inner.own_sgemm_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, bytes));
-        }
-        if family == KernelFamily::Attention {
-            // As SGEMM's, for the partial results of split-KV launches.
-            let bytes = crate::attention::own_split_workspace_bytes(self.attention_config(), self.inner.sm_count);
-            self.inner.own_attention_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, bytes));
+            // the family spare the memory, and `preload` (which graph capture needs anyway)
+            // makes it before any capture, where an allocation would break the capture.
+            slot.own_workspace.get_or_init(|| OwnWorkspace::new(&self.inner.ctx, bytes));
         }
         let _ = slot.loaded.set(loaded);
         Ok(slot.loaded.get().expect("just set"))

@@ -42,6 +42,7 @@
 
 use crate::error::{Error, Result};
 use crate::runtime::{launch, Cukernels, LaunchAttribute};
+use cukernels_gpu::KernelFamily;
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR, SPLIT_WORKSPACE, TINY_LANES_MASK, TINY_LANES_SHIFT};
@@ -1062,7 +1063,7 @@ impl Cukernels {
         // validated without the workspace, so that a bad argument is reported as such, and an
         // empty problem returns, before anything loads. A forced workspace split fails that
         // plan for want of a workspace: only other errors stand. Once loaded, a call plans once.
-        if !self.is_loaded(cukernels_gpu::KernelFamily::Sgemm) {
+        if !self.is_loaded(KernelFamily::Sgemm) {
             match plan_with(buffers) {
                 Ok(p) if p.empty => return Ok(()),
                 Err(e) if !matches!(e, Error::BufferTooSmall { name: "workspace", .. }) => return Err(e),
@@ -1070,7 +1071,7 @@ impl Cukernels {
             }
         }
         let stream_id = stream as usize;
-        if let Ok(own) = self.own_sgemm_workspace()? {
+        if let Some(Ok(own)) = self.own_workspace(KernelFamily::Sgemm)? {
             if own.free_for(stream_id) {
                 let with_own = SgemmBuffers { workspace_addr: own.addr(), workspace_bytes: own.bytes(), ..*buffers };
                 let plan = plan_with(&with_own)?;
@@ -1105,7 +1106,8 @@ impl Cukernels {
     /// could not load, or the workspace could not be allocated (that error, kept from the
     /// load); SGEMM then still runs, splitting k only over clusters or not at all.
     pub fn own_sgemm_workspace_bytes(&self) -> Result<usize> {
-        self.own_sgemm_workspace()?.as_ref().map(|w| w.bytes()).map_err(Clone::clone)
+        // (`None` cannot happen: SGEMM owns one; it would mean 0 bytes.)
+        self.own_workspace(KernelFamily::Sgemm)?.map_or(Ok(0), |w| w.as_ref().map(|w| w.bytes()).map_err(Clone::clone))
     }
 
     /// As [`sgemm_with`](Self::sgemm_with), for frameworks that hold raw CUDA handles (burn and
