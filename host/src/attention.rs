@@ -843,6 +843,7 @@ impl Cukernels {
             mask: mask.as_ref().map(|m| m.0),
         };
         let plan = desc.plan(T::DTYPE, &buffers, self.attention_config(), self.sm_count())?;
+        self.check_loadable_on(KernelFamily::Attention, stream.cu_stream())?;
         self.launch_attention(stream, &plan)
     }
 

@@ -298,6 +298,30 @@ impl Cukernels {
         Ok(())
     }
 
+    /// Refuses to load `family`'s module during a CUDA graph capture on `stream` where the
+    /// family owns a workspace: loading allocates it and waits for its zeroing, which a capture
+    /// cannot hold (the capture would be invalidated, and the caller left with a driver error
+    /// at its end). A loaded module, a family without a workspace, or a stream that is not
+    /// capturing passes. Call it before anything of a call is queued; `stream` must belong to
+    /// this handle's context.
+    pub(crate) fn check_loadable_on(&self, family: KernelFamily, stream: cudarc::driver::sys::CUstream) -> Result<()> {
+        if self.is_loaded(family) || self.own_workspace_bytes(family).is_none() {
+            return Ok(());
+        }
+        self.inner.ctx.bind_to_thread()?;
+        // SAFETY: only reads the stream's capture status; the caller checked that the stream
+        // belongs to this context (a handle the driver does not know is reported as an error).
+        let status = unsafe { cudarc::driver::result::stream::is_capturing(stream) }?;
+        if status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+            return Err(Error::invalid(
+                "stream",
+                "capturing a CUDA graph",
+                format!("the {family} module is not loaded yet, and loading it allocates and synchronizes, which a capture cannot hold: call Cukernels::preload (or preload_family) before capturing"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks that a raw stream handle belongs to this handle's context.
     pub(crate) fn check_raw_stream(&self, stream: cudarc::driver::sys::CUstream) -> Result<()> {
         self.inner.ctx.bind_to_thread()?;

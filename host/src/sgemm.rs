@@ -1070,6 +1070,7 @@ impl Cukernels {
                 _ => {}
             }
         }
+        self.check_loadable_on(KernelFamily::Sgemm, stream)?;
         let stream_id = stream as usize;
         if let Some(Ok(own)) = self.own_workspace(KernelFamily::Sgemm)? {
             if own.free_for(stream_id) {
