@@ -183,7 +183,7 @@ impl Cukernels {
     }
     /// Bytes of the workspace `family` owns: SGEMM's k splits
     /// ([`default_split_workspace_bytes`](crate::sgemm::default_split_workspace_bytes)),
-    /// attention's split-KV partial results and counters
+    /// attention's split-KV partial results
     /// ([`own_split_workspace_bytes`](crate::attention::own_split_workspace_bytes)).
     fn own_workspace_bytes(&self, family: KernelFamily) -> Option<usize> {
         match family {
