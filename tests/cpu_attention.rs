@@ -4,7 +4,7 @@
 
 use cukernels::{
     alibi_slopes, attention_config, matrix_path, Alibi, Arch, Attention, AttentionBuffers, AttentionDtype, AttentionHead, AttentionTileKind, Error, MaskShape, MatrixPath, PagedKv,
-    Strides, ATTENTION_CONFIGS, ATTENTION_KERNELS,
+    Strides, TableBuffers, ATTENTION_CONFIGS, ATTENTION_KERNELS,
 };
 use cukernels_tests::attention_ref::{attention_reference, AttentionInputs};
 
@@ -182,6 +182,68 @@ fn bad_input_is_a_typed_error_naming_the_argument() {
     let mut too_long = paged((0..14).collect(), None);
     too_long.seqlen_k = 113;
     assert_eq!(invalid_name(plan(&too_long)), "seqlen_k");
+}
+
+/// Tables passed as device buffers replace the problem's host arrays: their pointers go in the
+/// parameters, nothing is uploaded (so the call can be captured), the kernels check the
+/// paged tables' contents (`CHECK_TABLES`), and their lengths, alignment and the rule "one
+/// source per table" are checked on the host.
+#[test]
+fn device_tables_replace_the_host_arrays() {
+    use cukernels::attention_flags::{ALIBI, CHECK_TABLES, KEY_LENGTHS, PAGED, SINKS};
+    let on_device = Attention::new(2, 1, 100, 4, 2, 128).paged(PagedKv::on_device(16, 20, 7));
+    let (table_at, lens_at, slopes_at, sinks_at) = (7u64 << 40, 8u64 << 40, 9u64 << 40, 10u64 << 40);
+    let with = |d: &Attention, tables: TableBuffers| d.plan(AttentionDtype::F16, &AttentionBuffers { tables, ..buffers(d) }, attention_config(Arch::Sm90), 132);
+    let tables = TableBuffers { block_table: Some((table_at, 14)), seqlens_k: Some((lens_at, 2)), alibi_slopes: None, sinks: Some((sinks_at, 4)) };
+    let p = with(&on_device, tables).unwrap();
+    let flags = p.params.flags;
+    assert_eq!(flags & (PAGED | KEY_LENGTHS | CHECK_TABLES | SINKS), PAGED | KEY_LENGTHS | CHECK_TABLES | SINKS);
+    // Lengths per sequence: `key_ends` is the device buffer, read from step-0 starts (the zero
+    // word, set at launch).
+    assert_eq!((p.params.block_table.addr(), p.params.key_ends.addr(), p.params.key_start_step, p.params.sinks.addr(), p.params.last_page), (table_at, lens_at, 0, sinks_at, 19));
+    assert!(!p.uploads() && p.checks_tables() && p.check_overlaps_forward && p.block_table.is_none() && p.cu_seqlens_k.is_none() && p.sinks.is_none(), "{p:?}");
+    let sm80 = on_device.plan(AttentionDtype::F16, &AttentionBuffers { tables, ..buffers(&on_device) }, attention_config(Arch::Sm80), 108).unwrap();
+    assert!(sm80.checks_tables() && !sm80.check_overlaps_forward, "no programmatic launch before sm_90");
+    // The same problem on the host: uploaded, checked there, not on the device.
+    let host = Attention::new(2, 1, 100, 4, 2, 128)
+        .paged(PagedKv { page_size: 16, pages: 20, pages_per_seq: 7, block_table: (0..14).collect(), seqlens_k: Some(vec![100, 3]) })
+        .sinks(vec![0.5; 4]);
+    let p = plan(&host).unwrap();
+    assert_eq!(p.params.flags & (PAGED | KEY_LENGTHS | CHECK_TABLES), PAGED | KEY_LENGTHS);
+    assert_eq!(p.params.key_start_step, 1, "cumulative lengths");
+    assert!(p.uploads() && !p.checks_tables() && p.cu_seqlens_k == Some(vec![0, 100, 103]) && p.block_table.is_some(), "{p:?}");
+    // Only the block table on the device; every sequence has seqlen_k keys.
+    let p = with(&on_device, TableBuffers { block_table: Some((table_at, 14)), ..TableBuffers::default() }).unwrap();
+    assert_eq!(p.params.flags & (KEY_LENGTHS | CHECK_TABLES), CHECK_TABLES);
+    assert!(!p.uploads());
+    assert!(plan(&on_device).is_ok(), "placeholder buffers include a device block table");
+    // Slopes on the device take the biased prefill tile, as host ALiBi does.
+    let prefill = Attention::new(1, 512, 512, 8, 8, 128);
+    assert_eq!(plan(&prefill).unwrap().kind, AttentionTileKind::Plain);
+    let p = with(&prefill, TableBuffers { alibi_slopes: Some((slopes_at, 8)), ..TableBuffers::default() }).unwrap();
+    assert_eq!((p.kind, p.params.flags & ALIBI, p.params.alibi_slopes.addr()), (AttentionTileKind::Prefill, ALIBI, slopes_at));
+    assert!(!p.checks_tables(), "slopes and sinks are values, not indices");
+
+    // Bad tables.
+    let err = with(&on_device, TableBuffers { block_table: Some((table_at, 13)), ..tables }).unwrap_err();
+    assert!(matches!(err, Error::BufferTooSmall { name: "block_table", len: 13, required: 14 }), "{err}");
+    assert!(matches!(with(&on_device, TableBuffers { seqlens_k: Some((lens_at, 1)), ..tables }), Err(Error::BufferTooSmall { name: "seqlens_k", .. })));
+    assert!(matches!(with(&on_device, TableBuffers { sinks: Some((sinks_at, 3)), ..tables }), Err(Error::BufferTooSmall { name: "sinks", .. })));
+    assert_eq!(invalid_name(with(&on_device, TableBuffers { block_table: Some((table_at + 2, 14)), ..tables })), "block_table");
+    assert_eq!(invalid_name(with(&on_device, TableBuffers { block_table: None, ..tables })), "block_table", "no table anywhere");
+    let both = host.clone().paged(PagedKv { seqlens_k: None, ..host.paged.clone().unwrap() });
+    assert_eq!(invalid_name(with(&both, TableBuffers { block_table: Some((table_at, 14)), ..TableBuffers::default() })), "block_table");
+    assert_eq!(invalid_name(with(&host, TableBuffers { seqlens_k: Some((lens_at, 2)), block_table: None, ..TableBuffers::default() })), "seqlens_k");
+    assert_eq!(invalid_name(with(&host, TableBuffers { sinks: Some((sinks_at, 4)), ..TableBuffers::default() })), "sinks");
+    let alibi = prefill.clone().alibi(Alibi::MaxBias(8.0));
+    assert_eq!(invalid_name(with(&alibi, TableBuffers { alibi_slopes: Some((slopes_at, 8)), ..TableBuffers::default() })), "alibi_slopes");
+    assert_eq!(invalid_name(with(&prefill, TableBuffers { block_table: Some((table_at, 14)), ..TableBuffers::default() })), "block_table", "a block table without paged K/V");
+    let packed = Attention::new(0, 0, 0, 2, 2, 64).varlen(vec![0, 1, 2], vec![0, 5, 9]).paged(PagedKv::on_device(16, 4, 1));
+    assert_eq!(invalid_name(with(&packed, TableBuffers { block_table: Some((table_at, 2)), seqlens_k: Some((lens_at, 2)), ..TableBuffers::default() })), "seqlens_k", "packed key lengths come from cu_seqlens_k");
+    // Device lengths are bounded by seqlen_k, which must fit the pages.
+    let mut too_long = on_device.clone();
+    too_long.seqlen_k = 113;
+    assert_eq!(invalid_name(with(&too_long, tables)), "seqlen_k");
 }
 
 /// The split workspace a handle owns holds the partial results of the decode splits the rule

@@ -15,7 +15,7 @@
 
 use cukernels::cudarc::driver::{CudaSlice, CudaStream};
 use cukernels::{
-    Alibi, Arch, Attention, AttentionDtype, AttentionElement, AttentionExtras, Cukernels, Error, KernelFamily, MaskBuffer,
+    Alibi, Arch, Attention, AttentionDtype, AttentionElement, AttentionExtras, Cukernels, DeviceTables, Error, KernelFamily, MaskBuffer,
     MaskShape, PagedKv, Strides,
 };
 use cukernels_tests::attention_ref::{attention_reference, AttentionExpected, AttentionInputs};
@@ -95,17 +95,68 @@ struct Case {
     v_is_k: bool,
     /// Scale of Q's random values (larger: sharper softmax).
     q_scale: f32,
+    /// The block table, key lengths, ALiBi slopes and sinks go to the GPU as device buffers
+    /// (`DeviceTables`) instead of in the problem; the reference reads the host ones.
+    device_tables: bool,
 }
 
 impl Case {
     fn new(name: impl Into<String>, desc: Attention) -> Case {
-        Case { name: name.into(), desc, mask: MaskKind::None, unaligned: false, v_is_k: false, q_scale: 1.0 }
+        Case { name: name.into(), desc, mask: MaskKind::None, unaligned: false, v_is_k: false, q_scale: 1.0, device_tables: false }
     }
     fn mask(mut self, kind: MaskKind) -> Case {
         self.mask = kind;
         let d = &self.desc;
         self.desc.mask = Some(MaskShape { rows: d.seqlen_q, cols: d.seqlen_k, row_stride: d.seqlen_k + 3 });
         self
+    }
+}
+
+/// The host tables of a problem, taken out of it: what a call passes as `DeviceTables`.
+#[derive(Clone, Default)]
+struct HostTables {
+    block_table: Option<Vec<u32>>,
+    seqlens_k: Option<Vec<u32>>,
+    alibi_slopes: Option<Vec<f32>>,
+    sinks: Option<Vec<f32>>,
+}
+
+/// `d` without its host tables (the same problem once they are passed on the device), and
+/// the tables.
+fn tables_taken_out(d: &Attention) -> (Attention, HostTables) {
+    let mut bare = d.clone();
+    let mut tables = HostTables::default();
+    if let Some(pg) = &mut bare.paged {
+        tables.block_table = Some(std::mem::take(&mut pg.block_table));
+        tables.seqlens_k = pg.seqlens_k.take();
+    }
+    tables.alibi_slopes = bare.alibi.take().map(|a| match a {
+        Alibi::Slopes(s) => s,
+        Alibi::MaxBias(b) => cukernels::alibi_slopes(d.heads_q, b),
+    });
+    tables.sinks = bare.sinks.take();
+    (bare, tables)
+}
+
+/// Device copies of [`HostTables`].
+struct DeviceCopies {
+    block_table: Option<CudaSlice<u32>>,
+    seqlens_k: Option<CudaSlice<u32>>,
+    alibi_slopes: Option<CudaSlice<f32>>,
+    sinks: Option<CudaSlice<f32>>,
+}
+
+impl DeviceCopies {
+    fn new(stream: &Arc<CudaStream>, t: &HostTables) -> DeviceCopies {
+        DeviceCopies {
+            block_table: t.block_table.as_ref().map(|v| upload(stream, v)),
+            seqlens_k: t.seqlens_k.as_ref().map(|v| upload(stream, v)),
+            alibi_slopes: t.alibi_slopes.as_ref().map(|v| upload(stream, v)),
+            sinks: t.sinks.as_ref().map(|v| upload(stream, v)),
+        }
+    }
+    fn tables(&self) -> DeviceTables<'_> {
+        DeviceTables { block_table: self.block_table.as_ref(), seqlens_k: self.seqlens_k.as_ref(), alibi_slopes: self.alibi_slopes.as_ref(), sinks: self.sinks.as_ref() }
     }
 }
 
@@ -156,6 +207,13 @@ fn run_case<T: Element>(gpu: &Gpu, case: &Case) {
     let v_dev = upload(stream, &v_host);
     let mask16 = mask_f32.as_ref().filter(|_| case.mask == MaskKind::F16).map(|m| upload(stream, &m.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>()));
     let mask32 = mask_f32.as_ref().filter(|_| case.mask == MaskKind::F32).map(|m| upload(stream, m));
+    // With device tables the call gets the problem without its host tables.
+    let (launch_desc, device_copies) = if case.device_tables {
+        let (bare, tables) = tables_taken_out(d);
+        (bare, Some(DeviceCopies::new(stream, &tables)))
+    } else {
+        (d.clone(), None)
+    };
     let poison = T::from_f32(f32::NAN);
     let o_len = lengths.o + off + 5;
     let mut written = vec![false; o_len];
@@ -175,8 +233,10 @@ fn run_case<T: Element>(gpu: &Gpu, case: &Case) {
                 _ => None,
             },
             lse: if d.lse { Some(&mut lse_dev) } else { None },
+            tables: device_copies.as_ref().map_or_else(DeviceTables::default, DeviceCopies::tables),
         };
-        h.attention(stream, d, &q_view, &k_view, &v_view, &mut o_view, extras).unwrap_or_else(|e| panic!("{who}: {e}"));
+        h.attention(stream, &launch_desc, &q_view, &k_view, &v_view, &mut o_view, extras).unwrap_or_else(|e| panic!("{who}: {e}"));
+        h.attention_table_error(stream).unwrap_or_else(|e| panic!("{who}: valid tables reported as bad: {e}"));
         drop(o_view);
         let o: Vec<T> = stream.clone_dtoh(&o_dev).unwrap();
         stream.synchronize().unwrap_or_else(|e| panic!("{who}: {e}"));
@@ -437,7 +497,7 @@ fn split_decode_gives_the_same_bits_every_run() {
             for run in 0..3 {
                 let mut o = upload(s, &vec![f16::NAN; n.o]);
                 let mut lse = upload(s, &vec![f32::NAN; n.lse]);
-                let extras = AttentionExtras { mask: None, lse: Some(&mut lse) };
+                let extras = AttentionExtras { lse: Some(&mut lse), ..AttentionExtras::default() };
                 h.attention(s, &d, &q, &k, &v, &mut o, extras).unwrap_or_else(|e| panic!("{who}: {e}"));
                 let o_bits: Vec<u16> = s.clone_dtoh(&o).unwrap().iter().map(|x| x.to_bits()).collect();
                 let lse_bits: Vec<u32> = s.clone_dtoh(&lse).unwrap().iter().map(|x| x.to_bits()).collect();
@@ -509,7 +569,7 @@ fn split_decode_can_be_captured_in_a_cuda_graph() {
         let read = |o: &CudaSlice<f16>, lse: &CudaSlice<f32>| -> (Vec<u16>, Vec<u32>) {
             (s.clone_dtoh(o).unwrap().iter().map(|x| x.to_bits()).collect(), s.clone_dtoh(lse).unwrap().iter().map(|x| x.to_bits()).collect())
         };
-        h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) }).unwrap_or_else(|e| panic!("{who}: {e}"));
+        h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { lse: Some(&mut lse), ..AttentionExtras::default() }).unwrap_or_else(|e| panic!("{who}: {e}"));
         let direct = read(&o, &lse);
         assert!(direct.0.iter().all(|&b| !f16::from_bits(b).is_nan()), "{who}: a NaN (unwritten) output");
         // That call bound the handle's own split workspace to `s`; a call on another stream
@@ -518,11 +578,11 @@ fn split_decode_can_be_captured_in_a_cuda_graph() {
         s.memcpy_htod(&vec![f16::NAN; n.o], &mut o).unwrap();
         s.memcpy_htod(&vec![f32::NAN; n.lse], &mut lse).unwrap();
         s.synchronize().unwrap();
-        h.attention(other, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) }).unwrap_or_else(|e| panic!("{who}: other stream: {e}"));
+        h.attention(other, &d, &q, &k, &v, &mut o, AttentionExtras { lse: Some(&mut lse), ..AttentionExtras::default() }).unwrap_or_else(|e| panic!("{who}: other stream: {e}"));
         other.synchronize().unwrap();
         assert!(read(&o, &lse) == direct, "{who}: the call on another stream differs");
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
-        let called = h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { mask: None, lse: Some(&mut lse) });
+        let called = h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { lse: Some(&mut lse), ..AttentionExtras::default() });
         let graph = s.end_capture(CUgraphInstantiate_flags(0));
         called.unwrap_or_else(|e| panic!("{who}: captured call: {e}"));
         let graph = graph.unwrap_or_else(|e| panic!("{who}: capture: {e}")).expect("the capture recorded the launches");
@@ -562,6 +622,168 @@ fn a_capture_before_the_module_is_loaded_is_an_error() {
     graph.unwrap().expect("the capture recorded the launches").launch().unwrap();
     s.synchronize().unwrap();
     assert!(s.clone_dtoh(&o).unwrap().iter().all(|x| x.is_finite()), "every output written");
+}
+
+/// Block tables, key lengths, ALiBi slopes and sinks passed as device buffers give the results
+/// of the same problems with host tables (paged decode with and without per-sequence lengths,
+/// MLA, the decode tile's biases with a split, ALiBi on the prefill tile), on every config.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_tables_give_the_host_tables_results() {
+    let gpu = gpu();
+    let mut rng = rng("device tables");
+    let on_device = |c: Case| Case { device_tables: true, name: format!("{} (device tables)", c.name), ..c };
+    let (slopes, sinks) = (alibi_slopes_of_8_heads(), sinks_of_8_heads());
+    let n = if quick() { 96 } else { 300 };
+    let mut all_keys = paged_case("paged decode, page 32, every sequence full", 3, vec![900, 900, 900], 32, 8, 2, (128, 128), &mut rng);
+    all_keys.desc.paged.as_mut().unwrap().seqlens_k = None;
+    let cases = vec![
+        on_device(paged_case("paged decode, page 16", 3, vec![1, 700, 2500], 16, 8, 2, (128, 128), &mut rng)),
+        on_device(paged_case("paged decode, page 64, an empty sequence", 4, vec![0, 64, 65, 3000], 64, 32, 8, (128, 128), &mut rng)),
+        on_device(all_keys),
+        on_device(paged_case("paged decode 576/512 (MLA)", 2, vec![300, 1000], 64, 16, 1, (576, 512), &mut rng)),
+        on_device(Case::new("decode: ALiBi slopes, sinks, 3 splits", Attention::new(2, 3, 201, 8, 2, 128).alibi(Alibi::Slopes(slopes)).sinks(sinks.clone()).splits(3).with_lse())),
+        on_device(Case::new("prefill: ALiBi (max_bias 8) and sinks", Attention::new(1, n, n, 8, 8, 64).causal().alibi(Alibi::MaxBias(8.0)).sinks(sinks).with_lse())),
+    ];
+    run(&gpu, &cases, &BOTH);
+}
+
+/// A paged decode step whose block table, key lengths and sinks are device buffers is captured
+/// once in a CUDA graph and replayed for steps with other tables (lengths growing, pages
+/// reshuffled): every replay matches the f64 reference of its own tables, on every config. A
+/// call with host tables is refused inside a capture (its upload could not be replayed), and
+/// the capture stays valid.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn paged_decode_with_device_tables_replays_in_a_cuda_graph() {
+    use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let gpu = gpu();
+    let mut rng = rng("paged graph");
+    let (batch, heads_q, heads_k, dim, page_size) = (3, 16, 4, 128, 32);
+    let seqlen_k: usize = if quick() { 700 } else { 4000 };
+    let pages_per_seq = seqlen_k.div_ceil(page_size);
+    let pages = batch * pages_per_seq + 5;
+    let d = Attention::new(batch, 1, seqlen_k, heads_q, heads_k, dim).paged(PagedKv::on_device(page_size, pages, pages_per_seq)).with_lse();
+    let n = d.buffer_lengths().unwrap();
+    let (q_host, q_f32) = round::<f16>(&random(&mut rng, n.q, 1.0));
+    let (k_host, k_f32) = round::<f16>(&random(&mut rng, n.k, 1.0));
+    let (v_host, v_f32) = round::<f16>(&random(&mut rng, n.v, 1.0));
+    let sinks: Vec<f32> = (0..heads_q).map(|h| h as f32 * 0.25 - 2.0).collect();
+    // The tables of one decode step: lengths up to seqlen_k (one sequence empty in step 1), and
+    // the sequences' pages drawn from the whole cache in a new order.
+    let step_tables = |step: usize, rng: &mut StdRng| -> (Vec<u32>, Vec<u32>) {
+        let mut ids: Vec<u32> = (0..pages as u32).collect();
+        ids.shuffle(rng);
+        let lens: Vec<u32> = (0..batch).map(|b| if step == 1 && b == 0 { 0 } else { rng.random_range(1..=seqlen_k as u32) }).collect();
+        (ids[..batch * pages_per_seq].to_vec(), lens)
+    };
+    let s = gpu.stream.context().new_stream().unwrap();
+    let ctx = s.context().clone();
+    // SAFETY: the buffers made until tracking is on again are used on `s` alone, in order, so
+    // no event is needed to order their uses (inside a capture, a wait on an event recorded
+    // before it would be an error).
+    unsafe { ctx.disable_event_tracking() };
+    let (q, k, v) = (upload(&s, &q_host), upload(&s, &k_host), upload(&s, &v_host));
+    let (mut o, mut lse) = (upload(&s, &vec![f16::NAN; n.o]), upload(&s, &vec![f32::NAN; n.lse]));
+    let (table0, lens0) = step_tables(0, &mut rng);
+    let (mut table_dev, mut lens_dev, sinks_dev) = (upload(&s, &table0), upload(&s, &lens0), upload(&s, &sinks));
+    // SAFETY: only buffers made from here on are tracked again.
+    unsafe { ctx.enable_event_tracking() };
+    s.synchronize().unwrap();
+    for h in &gpu.handles {
+        let who = format!("paged decode {batch}×{seqlen_k} [{}]", h.artifact(KernelFamily::Attention));
+        h.preload_family(KernelFamily::Attention).unwrap();
+        // Host tables inside a capture: refused before anything is queued.
+        let host_desc = d.clone().paged(PagedKv { block_table: table0.clone(), seqlens_k: Some(lens0.clone()), ..PagedKv::on_device(page_size, pages, pages_per_seq) });
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+        let refused = h.attention(&s, &host_desc, &q, &k, &v, &mut o, AttentionExtras { lse: Some(&mut lse), ..AttentionExtras::default() });
+        let graph = s.end_capture(CUgraphInstantiate_flags(0));
+        assert!(matches!(refused, Err(Error::InvalidArgument { name: "stream", .. })), "{who}: {refused:?}");
+        assert!(graph.is_ok(), "{who}: the refused call invalidated the capture: {:?}", graph.err());
+        // The step with device tables, captured once.
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+        let tables = DeviceTables { block_table: Some(&table_dev), seqlens_k: Some(&lens_dev), sinks: Some(&sinks_dev), ..DeviceTables::default() };
+        let called = h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { lse: Some(&mut lse), tables, ..AttentionExtras::default() });
+        let graph = s.end_capture(CUgraphInstantiate_flags(0));
+        called.unwrap_or_else(|e| panic!("{who}: captured call: {e}"));
+        let graph = graph.unwrap_or_else(|e| panic!("{who}: capture: {e}")).expect("the capture recorded the launches");
+        for step in 0..3 {
+            let (table, lens) = step_tables(step, &mut rng);
+            s.memcpy_htod(&table, &mut table_dev).unwrap();
+            s.memcpy_htod(&lens, &mut lens_dev).unwrap();
+            s.memcpy_htod(&vec![f16::NAN; n.o], &mut o).unwrap();
+            s.memcpy_htod(&vec![f32::NAN; n.lse], &mut lse).unwrap();
+            graph.launch().unwrap_or_else(|e| panic!("{who}: step {step}: {e}"));
+            h.attention_table_error(&s).unwrap_or_else(|e| panic!("{who}: step {step}: valid tables reported as bad: {e}"));
+            let got_o: Vec<f16> = s.clone_dtoh(&o).unwrap();
+            let got_lse: Vec<f32> = s.clone_dtoh(&lse).unwrap();
+            let reference = d.clone().paged(PagedKv { block_table: table, seqlens_k: Some(lens), ..PagedKv::on_device(page_size, pages, pages_per_seq) }).sinks(sinks.clone());
+            let expected = attention_reference(&reference, &AttentionInputs { q: &q_f32, k: &k_f32, v: &v_f32, mask: None });
+            assert_eq!(expected.o.len(), n.o, "{who}: the reference covers every output");
+            let mut bad = Vec::new();
+            for &(i, want) in &expected.o {
+                let got = got_o[i].to_f32() as f64;
+                if !(got - want).abs().le(&(f16::ATOL + f16::RTOL * want.abs())) {
+                    bad.push(format!("O[{i}] = {got} (want {want})"));
+                }
+            }
+            for &(i, want) in &expected.lse {
+                let got = got_lse[i] as f64;
+                if !((got - want).abs() <= 2e-3 + 1e-3 * want.abs() || got == want) {
+                    bad.push(format!("LSE[{i}] = {got} (want {want})"));
+                }
+            }
+            assert!(bad.is_empty(), "{who}: step {step}: {} wrong:\n{}", bad.len(), bad.iter().take(12).cloned().collect::<Vec<_>>().join("\n"));
+        }
+    }
+}
+
+/// Bad device tables are never followed and are reported: a page past the cache and a key
+/// length past `seqlen_k` (in a direct call and in a graph replay) leave every output finite
+/// (the launch read the last page, or no keys) and make `attention_table_error` name the table, the
+/// sequence and the value, once: the next report is clean. (compute-sanitizer's memcheck runs
+/// this test in the quick suite: nothing is read out of bounds.)
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_device_tables_are_reported_not_followed() {
+    let gpu = gpu();
+    let s = &gpu.stream;
+    let mut rng = rng("bad device tables");
+    let (batch, page_size, pages_per_seq) = (2, 16, 8);
+    let pages = batch * pages_per_seq;
+    let d = Attention::new(batch, 1, page_size * pages_per_seq, 8, 2, 128).paged(PagedKv::on_device(page_size, pages, pages_per_seq));
+    let n = d.buffer_lengths().unwrap();
+    let (q, k, v) = (upload(s, &round::<f16>(&random(&mut rng, n.q, 1.0)).0), upload(s, &round::<f16>(&random(&mut rng, n.k, 1.0)).0), upload(s, &round::<f16>(&random(&mut rng, n.v, 1.0)).0));
+    let good_table: Vec<u32> = (0..pages as u32).collect();
+    for h in &gpu.handles {
+        let who = format!("bad tables [{}]", h.artifact(KernelFamily::Attention));
+        let run = |table: &[u32], lens: &[u32]| -> Vec<f16> {
+            let (table, lens) = (upload(s, table), upload(s, lens));
+            let mut o = upload(s, &vec![f16::NAN; n.o]);
+            let tables = DeviceTables { block_table: Some(&table), seqlens_k: Some(&lens), ..DeviceTables::default() };
+            h.attention(s, &d, &q, &k, &v, &mut o, AttentionExtras { tables, ..AttentionExtras::default() }).unwrap_or_else(|e| panic!("{who}: {e}"));
+            s.clone_dtoh(&o).unwrap()
+        };
+        let mut bad_page = good_table.clone();
+        bad_page[pages_per_seq + 3] = pages as u32 + 7;
+        let o = run(&bad_page, &[100, 128]);
+        assert!(o.iter().all(|x| x.is_finite()), "{who}: every output written, none from outside the cache");
+        match h.attention_table_error(s) {
+            Err(Error::InvalidArgument { name: "block_table", value, .. }) => assert_eq!(value, format!("[1][3] = {}", pages + 7), "{who}"),
+            other => panic!("{who}: a bad page: {other:?}"),
+        }
+        h.attention_table_error(s).unwrap_or_else(|e| panic!("{who}: the record was not cleared: {e}"));
+        let o = run(&good_table, &[129, 5]);
+        assert!(o.iter().all(|x| x.is_finite()), "{who}: every output written");
+        match h.attention_table_error(s) {
+            Err(Error::InvalidArgument { name: "seqlens_k", value, .. }) => assert_eq!(value, "[0] = 129", "{who}"),
+            other => panic!("{who}: a length past seqlen_k: {other:?}"),
+        }
+        h.attention_table_error(s).unwrap_or_else(|e| panic!("{who}: the record was not cleared: {e}"));
+        // A good call after them reports nothing.
+        run(&good_table, &[128, 1]);
+        h.attention_table_error(s).unwrap_or_else(|e| panic!("{who}: valid tables reported as bad: {e}"));
+    }
 }
 
 #[test]

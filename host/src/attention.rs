@@ -26,6 +26,18 @@
 //! tokens (`[pages, page_size, heads_k, dim]`, the batch stride being the page stride) found
 //! through a block table, as vLLM and mistral.rs do.
 //!
+//! # Tables on the device, and CUDA graphs
+//! The per-call tables (the block table and key lengths of paged K/V, ALiBi slopes, sink
+//! logits) may be given on the host, in the problem, or as device buffers in
+//! [`AttentionExtras::tables`], as frameworks hold them. Host tables are checked before
+//! anything launches and uploaded by each call, which a CUDA graph cannot replay: a call
+//! with any is refused inside a capture. Device tables are read by the kernels where they
+//! stand, so a decode step whose block table and lengths change between replays is one
+//! graph. Their lengths are checked on the host; their contents on the device: a page past
+//! the cache or a key length past `seqlen_k` is never followed (the launch reads the last
+//! page, or no keys, instead) and is recorded in the handle by a small check launch, where
+//! [`Cukernels::attention_table_error`] finds it and turns it into an error.
+//!
 //! # How a call runs
 //! [`Attention::plan`] validates everything and picks the launch: the head size's kernel (of
 //! three: the decode tile for short query blocks, the plain prefill tile when there is no mask
@@ -44,7 +56,8 @@ use crate::runtime::{launch, Cukernels, LaunchAttribute};
 use cukernels_gpu::KernelFamily;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::sync::Arc;
-use cukernels_gpu::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
+use cukernels_gpu::attention_flags::{ALIBI, CHECK_LAUNCH, CHECK_TABLES, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
+use cukernels_gpu::attention_table_error;
 use cukernels_gpu::{
     AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTileKind, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES,
 };
@@ -79,6 +92,20 @@ pub fn own_split_workspace_bytes(row: &AttentionArchConfig, sm_count: u32) -> us
         }
     }
     most
+}
+
+/// Where the split partials start in the handle's own attention workspace: after the
+/// table-error record ([`attention_table_error`], at 0) and a word that stays 0 (from which
+/// device-side key lengths start), at a 256-byte boundary.
+const OWN_WORKSPACE_PARTIALS_AT: usize = 256;
+/// The own workspace's word that stays 0 (zeroed at allocation, never written).
+const OWN_WORKSPACE_ZERO_WORD_AT: usize = 4 * attention_table_error::WORDS;
+const _: () = assert!(OWN_WORKSPACE_ZERO_WORD_AT + 4 <= OWN_WORKSPACE_PARTIALS_AT);
+
+/// Bytes of the handle's own attention workspace: the table-error record, then
+/// [`own_split_workspace_bytes`] of split partials.
+pub(crate) fn own_workspace_bytes(row: &AttentionArchConfig, sm_count: u32) -> usize {
+    OWN_WORKSPACE_PARTIALS_AT + own_split_workspace_bytes(row, sm_count)
 }
 
 /// Where a split launch's LSEs start in its workspace, and its bytes, for `partial_rows`
@@ -148,6 +175,10 @@ pub struct Varlen {
 /// `block_table[b · pages_per_seq + j / page_size]`. `seqlens_k` gives each sequence's key
 /// length (else every sequence has `seqlen_k` keys; with [`Varlen`], the key lengths come from
 /// its `cu_seqlens_k`).
+///
+/// Either table may instead be a device buffer ([`DeviceTables`]): leave `block_table` empty
+/// and `seqlens_k` `None` here ([`PagedKv::on_device`]). `seqlen_k` then bounds the lengths,
+/// as FlashAttention's `max_seqlen_k` does, and sizes the launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PagedKv {
     pub page_size: usize,
@@ -155,6 +186,14 @@ pub struct PagedKv {
     pub pages_per_seq: usize,
     pub block_table: Vec<u32>,
     pub seqlens_k: Option<Vec<u32>>,
+}
+
+impl PagedKv {
+    /// A cache whose block table (and key lengths, if any) the call passes as device buffers
+    /// ([`DeviceTables`]).
+    pub fn on_device(page_size: usize, pages: usize, pages_per_seq: usize) -> PagedKv {
+        PagedKv { page_size, pages, pages_per_seq, block_table: Vec::new(), seqlens_k: None }
+    }
 }
 
 /// An attention problem. Build with [`Attention::new`] and the setters; every field is
@@ -341,6 +380,22 @@ pub struct AttentionBuffers {
     pub lse: Option<(u64, usize)>,
     /// The mask, and whether it holds f32 (else f16).
     pub mask: Option<(u64, usize, bool)>,
+    /// Tables in device memory, given instead of the problem's host arrays.
+    pub tables: TableBuffers,
+}
+
+/// Device addresses and lengths (elements) of the tables a call passes on the device
+/// ([`DeviceTables`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableBuffers {
+    /// `u32` `[batch, pages_per_seq]`.
+    pub block_table: Option<(u64, usize)>,
+    /// `u32` `[batch]`.
+    pub seqlens_k: Option<(u64, usize)>,
+    /// `f32` `[heads_q]`.
+    pub alibi_slopes: Option<(u64, usize)>,
+    /// `f32` `[heads_q]`.
+    pub sinks: Option<(u64, usize)>,
 }
 
 /// Elements each buffer of a problem must hold ([`Attention::buffer_lengths`]).
@@ -373,7 +428,11 @@ pub struct AttentionPlan {
     /// The merge of a split launch is launched as a programmatic dependent of it (sm_90+
     /// builds: it is scheduled while the split launch drains and waits for it on the GPU).
     pub merge_overlaps_split: bool,
-    /// Host arrays to upload (pointer fields of `params` set at launch).
+    /// The forward launch is a programmatic dependent of the table check (sm_90+ builds,
+    /// device-side tables): it starts at once, as it does not depend on the check.
+    pub check_overlaps_forward: bool,
+    /// Host arrays to upload (their pointer fields of `params` are set at launch; those of
+    /// device tables are set already).
     pub cu_seqlens_q: Option<Vec<u32>>,
     pub cu_seqlens_k: Option<Vec<u32>>,
     pub block_table: Option<Vec<u32>>,
@@ -384,6 +443,17 @@ pub struct AttentionPlan {
 }
 
 impl AttentionPlan {
+    /// Whether the launch uploads host arrays first (which a CUDA graph capture cannot hold).
+    pub fn uploads(&self) -> bool {
+        self.cu_seqlens_q.is_some() || self.cu_seqlens_k.is_some() || self.block_table.is_some() || self.alibi_slopes.is_some() || self.sinks.is_some()
+    }
+
+    /// Whether the kernels check device-side tables and record what they find
+    /// ([`Cukernels::attention_table_error`]).
+    pub fn checks_tables(&self) -> bool {
+        self.params.flags & CHECK_TABLES != 0
+    }
+
     /// Bytes of the split workspace the launch needs (its partial rows and their LSEs): 0
     /// without a split. The handle's own serves it where it is at least this large.
     pub fn split_workspace_bytes(&self) -> usize {
@@ -452,15 +522,17 @@ impl Attention {
     }
 
     /// Buffers of exactly the lengths the problem needs ([`buffer_lengths`](Self::buffer_lengths);
-    /// an f16 mask and an LSE where the problem has them) at distinct, 16-byte aligned
-    /// addresses with no memory behind them: for reading a plan's choices (kernel, grid,
-    /// splits, workspace) with [`plan`](Self::plan) before anything is allocated. Never
-    /// launch with them.
+    /// an f16 mask and an LSE where the problem has them, a device block table where its
+    /// [`PagedKv`] has none on the host) at distinct, 16-byte aligned addresses with no memory
+    /// behind them: for reading a plan's choices (kernel, grid, splits, workspace) with
+    /// [`plan`](Self::plan) before anything is allocated. Never launch with them.
     pub fn placeholder_buffers(&self) -> Result<AttentionBuffers> {
         let n = self.buffer_lengths()?;
         let at = |i: u64, len: usize| (i << 40, len);
         let mask = self.mask.map(|m| (5 << 40, if m.rows == 0 { 0 } else { (m.rows - 1) * m.row_stride + m.cols }, false));
-        Ok(AttentionBuffers { q: at(1, n.q), k: at(2, n.k), v: at(3, n.v), o: at(4, n.o), lse: self.lse.then_some(at(6, n.lse)), mask })
+        let block_table = self.paged.as_ref().filter(|p| p.block_table.is_empty()).map(|p| at(7, self.batch * p.pages_per_seq));
+        let tables = TableBuffers { block_table, ..TableBuffers::default() };
+        Ok(AttentionBuffers { q: at(1, n.q), k: at(2, n.k), v: at(3, n.v), o: at(4, n.o), lse: self.lse.then_some(at(6, n.lse)), mask, tables })
     }
 
     /// Validates the problem against `buffers` and plans its launch on an architecture of
@@ -517,36 +589,77 @@ impl Attention {
             None => (a.batch * a.seqlen_q, None, None),
         };
         let paged = a.paged.as_ref();
+        let tables = buffers.tables;
+        // Device tables: their lengths here, their contents on the device (CHECK_TABLES).
+        let device_table = |name: &'static str, table: Option<(u64, usize)>, need: usize| -> Result<Option<u64>> {
+            match table {
+                Some((_, len)) if len < need => Err(Error::BufferTooSmall { name, len, required: need }),
+                Some((addr, _)) if addr % 4 != 0 => Err(invalid(name, format!("address {addr:#x}"), "a device table must be 4-byte aligned")),
+                Some((addr, _)) => Ok(Some(addr)),
+                None => Ok(None),
+            }
+        };
+        let (mut block_table_addr, mut seqlens_k_addr) = (None, None);
+        if paged.is_none() && (tables.block_table.is_some() || tables.seqlens_k.is_some()) {
+            return Err(invalid("block_table", "device buffer given", "block_table and seqlens_k need paged K/V (Attention::paged)"));
+        }
         if let Some(pg) = paged {
             if pg.page_size == 0 || pg.pages_per_seq == 0 {
                 return Err(invalid("page_size", pg.page_size, "page_size and pages_per_seq must be positive"));
             }
-            if pg.block_table.len() != a.batch * pg.pages_per_seq {
-                return Err(invalid("block_table", format!("{} entries", pg.block_table.len()), format!("must have batch × pages_per_seq = {} entries", a.batch * pg.pages_per_seq)));
+            if pg.pages == 0 || pg.pages > u32::MAX as usize {
+                return Err(invalid("pages", pg.pages, "the cache must have 1 to u32::MAX pages"));
             }
-            if let Some((i, &p)) = pg.block_table.iter().enumerate().find(|&(_, &p)| p as usize >= pg.pages) {
-                return Err(invalid("block_table", format!("[{i}] = {p}"), format!("points past the cache's {} pages", pg.pages)));
+            let entries = a.batch * pg.pages_per_seq;
+            match tables.block_table {
+                Some(_) if !pg.block_table.is_empty() => {
+                    return Err(invalid("block_table", "given twice", "pass it on the host (PagedKv::block_table) or on the device (DeviceTables::block_table), not both"));
+                }
+                Some(_) => {
+                    block_table_addr = device_table("block_table", tables.block_table, entries)?;
+                    flags |= CHECK_TABLES;
+                }
+                None => {
+                    if pg.block_table.len() != entries {
+                        return Err(invalid("block_table", format!("{} entries", pg.block_table.len()), format!("must have batch × pages_per_seq = {entries} entries")));
+                    }
+                    if let Some((i, &p)) = pg.block_table.iter().enumerate().find(|&(_, &p)| p as usize >= pg.pages) {
+                        return Err(invalid("block_table", format!("[{i}] = {p}"), format!("points past the cache's {} pages", pg.pages)));
+                    }
+                }
             }
-            if let Some(lens) = &pg.seqlens_k {
+            if pg.seqlens_k.is_some() || tables.seqlens_k.is_some() {
                 if a.varlen.is_some() {
                     return Err(invalid("seqlens_k", "given", "with packed sequences the key lengths come from cu_seqlens_k"));
                 }
-                if lens.len() != a.batch {
-                    return Err(invalid("seqlens_k", format!("{} entries", lens.len()), format!("must have batch = {} entries", a.batch)));
+                match (&pg.seqlens_k, tables.seqlens_k) {
+                    (Some(_), Some(_)) => return Err(invalid("seqlens_k", "given twice", "pass it on the host (PagedKv::seqlens_k) or on the device (DeviceTables::seqlens_k), not both")),
+                    (Some(lens), None) => {
+                        if lens.len() != a.batch {
+                            return Err(invalid("seqlens_k", format!("{} entries", lens.len()), format!("must have batch = {} entries", a.batch)));
+                        }
+                        if let Some((i, &l)) = lens.iter().enumerate().find(|&(_, &l)| l as usize > a.seqlen_k) {
+                            return Err(invalid("seqlens_k", format!("[{i}] = {l}"), format!("longer than seqlen_k = {}", a.seqlen_k)));
+                        }
+                        // As cumulative lengths, which the kernels read as varlen's.
+                        let mut cu = Vec::with_capacity(a.batch + 1);
+                        let mut sum = 0u32;
+                        cu.push(0);
+                        for &l in lens {
+                            sum = sum.checked_add(l).ok_or_else(|| invalid("seqlens_k", "sum", "overflows u32"))?;
+                            cu.push(sum);
+                        }
+                        cu_k = Some(cu);
+                    }
+                    (None, _) => {
+                        seqlens_k_addr = device_table("seqlens_k", tables.seqlens_k, a.batch)?;
+                        flags |= CHECK_TABLES;
+                    }
                 }
-                if let Some((i, &l)) = lens.iter().enumerate().find(|&(_, &l)| l as usize > a.seqlen_k) {
-                    return Err(invalid("seqlens_k", format!("[{i}] = {l}"), format!("longer than seqlen_k = {}", a.seqlen_k)));
-                }
-                let mut cu = Vec::with_capacity(a.batch + 1);
-                let mut sum = 0u32;
-                cu.push(0);
-                for &l in lens {
-                    sum = sum.checked_add(l).ok_or_else(|| invalid("seqlens_k", "sum", "overflows u32"))?;
-                    cu.push(sum);
-                }
-                cu_k = Some(cu);
                 flags |= KEY_LENGTHS;
             }
+            // The longest sequence must fit its pages: device-side lengths are bounded by
+            // `seqlen_k` (on the device).
             let capacity = pg.pages_per_seq * pg.page_size;
             let longest_k = match &cu_k {
                 Some(cu) => cu.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0),
@@ -634,6 +747,22 @@ impl Attention {
             if s.len() != a.heads_q {
                 return Err(invalid("sinks", format!("{} logits", s.len()), format!("need one per query head ({})", a.heads_q)));
             }
+            flags |= SINKS;
+        }
+        // Slopes and sinks on the device: one per query head; their values are the caller's
+        // (a NaN there is a NaN in the output, as in Q).
+        if tables.alibi_slopes.is_some() && a.alibi.is_some() {
+            return Err(invalid("alibi_slopes", "given twice", "pass ALiBi on the host (Attention::alibi) or its slopes on the device (DeviceTables::alibi_slopes), not both"));
+        }
+        if tables.sinks.is_some() && a.sinks.is_some() {
+            return Err(invalid("sinks", "given twice", "pass the sinks on the host (Attention::sinks) or on the device (DeviceTables::sinks), not both"));
+        }
+        let device_slopes = device_table("alibi_slopes", tables.alibi_slopes, a.heads_q)?;
+        let device_sinks = device_table("sinks", tables.sinks, a.heads_q)?;
+        if device_slopes.is_some() {
+            flags |= ALIBI;
+        }
+        if device_sinks.is_some() {
             flags |= SINKS;
         }
         if a.softcap.is_some() {
@@ -727,11 +856,16 @@ impl Attention {
             o: GlobalPtr::new(buffers.o.0),
             lse: GlobalPtr::new(buffers.lse.map_or(0, |l| l.0)),
             mask: GlobalPtr::new(buffers.mask.map_or(0, |m| m.0)),
-            alibi_slopes: GlobalPtr::new(0),
-            sinks: GlobalPtr::new(0),
+            alibi_slopes: GlobalPtr::new(device_slopes.unwrap_or(0)),
+            sinks: GlobalPtr::new(device_sinks.unwrap_or(0)),
             cu_seqlens_q: GlobalPtr::new(0),
-            cu_seqlens_k: GlobalPtr::new(0),
-            block_table: GlobalPtr::new(0),
+            // Cumulative lengths (uploaded) are set at launch, as is the zero word that starts
+            // device-side lengths (step 0).
+            key_starts: GlobalPtr::new(0),
+            key_ends: GlobalPtr::new(seqlens_k_addr.unwrap_or(0)),
+            key_start_step: u32::from(cu_k.is_some()),
+            block_table: GlobalPtr::new(block_table_addr.unwrap_or(0)),
+            table_error: GlobalPtr::new(0),
             partial_o: GlobalPtr::new(0),
             partial_lse: GlobalPtr::new(0),
             q_batch_stride: a.q_strides.batch as u64,
@@ -751,6 +885,7 @@ impl Attention {
             mask_row_stride: mask_row_stride as u64,
             block_table_stride: paged.map_or(0, |p| p.pages_per_seq) as u64,
             page_size: paged.map_or(0, |p| p.page_size) as u32,
+            last_page: paged.map_or(0, |p| p.pages - 1) as u32,
             batch: a.batch as u32,
             seqlen_q: a.seqlen_q as u32,
             seqlen_k: a.seqlen_k as u32,
@@ -777,9 +912,10 @@ impl Attention {
             heads_packed,
             splits,
             merge_overlaps_split: splits > 1 && row.arch.has_programmatic_launch(),
+            check_overlaps_forward: flags & CHECK_TABLES != 0 && row.arch.has_programmatic_launch(),
             cu_seqlens_q: cu_q,
             cu_seqlens_k: cu_k,
-            block_table: paged.map(|p| p.block_table.clone()),
+            block_table: paged.filter(|_| block_table_addr.is_none()).map(|p| p.block_table.clone()),
             alibi_slopes,
             sinks: a.sinks.clone(),
             empty: total_q == 0 || a.batch == 0,
@@ -794,6 +930,24 @@ pub struct AttentionExtras<'a> {
     pub mask: Option<MaskBuffer<'a>>,
     /// The log-sum-exp output ([`Attention::lse`]).
     pub lse: Option<&'a mut CudaSlice<f32>>,
+    /// Tables in device memory instead of the problem's host arrays (capturable in a CUDA
+    /// graph; see the module docs).
+    pub tables: DeviceTables<'a>,
+}
+
+/// Per-call tables in device memory, each in place of the problem's host array of the same
+/// name (which must then be left empty or `None`). Read on the stream of the call, in order.
+#[derive(Clone, Copy, Default)]
+pub struct DeviceTables<'a> {
+    /// Paged K/V ([`PagedKv::on_device`]): `[batch, pages_per_seq]` page indices, each below
+    /// `pages` (checked on the device).
+    pub block_table: Option<&'a CudaSlice<u32>>,
+    /// Paged K/V: `[batch]` key lengths, each at most `seqlen_k` (checked on the device).
+    pub seqlens_k: Option<&'a CudaSlice<u32>>,
+    /// ALiBi: `[heads_q]` slopes (as [`Alibi::Slopes`]; [`alibi_slopes`] computes ggml's).
+    pub alibi_slopes: Option<&'a CudaSlice<f32>>,
+    /// `[heads_q]` attention-sink logits.
+    pub sinks: Option<&'a CudaSlice<f32>>,
 }
 
 /// An additive mask buffer, f16 or f32.
@@ -834,6 +988,18 @@ impl Cukernels {
             let (addr, sync) = l.device_ptr_mut(stream);
             ((addr, len), sync)
         });
+        // A device table's address and length, and the guard that orders its use on `stream`.
+        fn table<'a, T>(t: Option<&'a CudaSlice<T>>, stream: &'a Arc<CudaStream>) -> (Option<(u64, usize)>, Option<impl Sized + 'a>) {
+            t.map(|t| {
+                let (addr, sync) = t.device_ptr(stream);
+                ((addr, t.len()), sync)
+            })
+            .unzip()
+        }
+        let (block_table, _block_table_sync) = table(extras.tables.block_table, stream);
+        let (seqlens_k, _seqlens_k_sync) = table(extras.tables.seqlens_k, stream);
+        let (slopes, _slopes_sync) = table(extras.tables.alibi_slopes, stream);
+        let (sinks, _sinks_sync) = table(extras.tables.sinks, stream);
         let buffers = AttentionBuffers {
             q: (q_addr, q.len()),
             k: (k_addr, k.len()),
@@ -841,35 +1007,110 @@ impl Cukernels {
             o: (o_addr, o_len),
             lse: lse.as_ref().map(|l| l.0),
             mask: mask.as_ref().map(|m| m.0),
+            tables: TableBuffers { block_table, seqlens_k, alibi_slopes: slopes, sinks },
         };
         let plan = desc.plan(T::DTYPE, &buffers, self.attention_config(), self.sm_count())?;
         self.check_loadable_on(KernelFamily::Attention, stream.cu_stream())?;
+        if plan.uploads() && self.is_capturing(stream.cu_stream())? {
+            return Err(invalid(
+                "stream",
+                "capturing a CUDA graph",
+                "the call uploads host tables (varlen cu_seqlens, a block table, seqlens_k, ALiBi or sinks), which a graph cannot replay: pass the paged, ALiBi and sink tables as DeviceTables",
+            ));
+        }
         self.launch_attention(stream, &plan)
     }
 
+    /// Reports the first bad device-side table entry ([`DeviceTables`]) that an attention
+    /// launch of this handle met since the last report, as
+    /// [`Error::InvalidArgument`] naming `block_table` or `seqlens_k`, and clears the
+    /// record. Waits for `stream` first (a launch on another stream is seen once it has
+    /// finished). Such a launch read the cache's last page for the bad page, or no keys for
+    /// the bad length:
+    /// its outputs for that sequence are not meaningful, and nothing was read or written out
+    /// of bounds. Call it after a direct call, or after replaying a graph as often as wanted:
+    /// the record keeps the first find.
+    pub fn attention_table_error(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        self.check_stream(stream)?;
+        let Some(record) = self.table_error_record()? else {
+            return Ok(());
+        };
+        let mut words = [0u32; attention_table_error::WORDS];
+        self.context().bind_to_thread()?;
+        // SAFETY: reads the record's words (inside the handle's own workspace, alive as long
+        // as `self`) into `words`, ordered after the stream's launches, and waits for the copy
+        // before `words` is read.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut words, record, stream.cu_stream()) }?;
+        stream.synchronize()?;
+        let [what, sequence, index, value] = words;
+        if what == 0 {
+            return Ok(());
+        }
+        // SAFETY: clears the record's words (as above), then waits, so that the next report
+        // sees only later finds.
+        unsafe { cudarc::driver::result::memset_d8_async(record, 0, 4 * attention_table_error::WORDS, stream.cu_stream()) }?;
+        stream.synchronize()?;
+        Err(match what {
+            attention_table_error::PAGE_OUT_OF_RANGE => {
+                invalid("block_table", format!("[{sequence}][{index}] = {value}"), "points past the cache's pages (found on the device; the launch read its last page instead)")
+            }
+            attention_table_error::KEY_LENGTH_TOO_LONG => {
+                invalid("seqlens_k", format!("[{sequence}] = {value}"), "longer than the seqlen_k the call was planned for (found on the device; the launch read no keys for it)")
+            }
+            other => invalid("table_error", other, "an unknown record (a kernel newer than this host code?)"),
+        })
+    }
+
+    /// The device address of the table-error record: the head of the attention own
+    /// workspace. `None` when the attention module is not loaded yet (no launch can have
+    /// written it); an error when the workspace could not be allocated.
+    fn table_error_record(&self) -> Result<Option<u64>> {
+        if !self.is_loaded(KernelFamily::Attention) {
+            return Ok(None);
+        }
+        match self.own_workspace(KernelFamily::Attention)? {
+            Some(Ok(own)) => Ok(Some(own.addr())),
+            Some(Err(e)) => Err(e.clone()),
+            None => unreachable!("attention owns a workspace (Cukernels::own_workspace_bytes)"),
+        }
+    }
+
     /// Uploads the plan's small host arrays, takes the split workspace (the handle's own, or
-    /// one allocated for the call), and launches.
+    /// one allocated for the call), and launches: the table check where the plan has
+    /// device-side tables, the forward kernel, and the merge of a split.
     fn launch_attention(&self, stream: &Arc<CudaStream>, plan: &AttentionPlan) -> Result<()> {
         if plan.empty {
             return Ok(());
         }
+        // Loads the module (and its own workspace) if need be.
+        let forward = self.attention_function(Some(plan.head), plan.dtype, plan.kind)?;
         let mut params = plan.params;
         // Device copies of the host arrays; they live until this function returns, and
-        // cudarc frees them in stream order, after the kernels that read them.
-        let upload_u32 = |v: &Option<Vec<u32>>| -> Result<Option<CudaSlice<u32>>> { v.as_ref().map(|v| stream.clone_htod(v)).transpose().map_err(Error::from) };
-        let upload_f32 = |v: &Option<Vec<f32>>| -> Result<Option<CudaSlice<f32>>> { v.as_ref().map(|v| stream.clone_htod(v)).transpose().map_err(Error::from) };
-        let cu_q = upload_u32(&plan.cu_seqlens_q)?;
-        let cu_k = upload_u32(&plan.cu_seqlens_k)?;
-        let table = upload_u32(&plan.block_table)?;
-        let slopes = upload_f32(&plan.alibi_slopes)?;
-        let sinks = upload_f32(&plan.sinks)?;
-        let addr_u32 = |b: &Option<CudaSlice<u32>>| b.as_ref().map_or(0, |b| b.device_ptr(stream).0);
-        let addr_f32 = |b: &Option<CudaSlice<f32>>| b.as_ref().map_or(0, |b| b.device_ptr(stream).0);
-        params.cu_seqlens_q = GlobalPtr::new(addr_u32(&cu_q));
-        params.cu_seqlens_k = GlobalPtr::new(addr_u32(&cu_k));
-        params.block_table = GlobalPtr::new(addr_u32(&table));
-        params.alibi_slopes = GlobalPtr::new(addr_f32(&slopes));
-        params.sinks = GlobalPtr::new(addr_f32(&sinks));
+        // cudarc frees them in stream order, after the kernels that read them. (Device tables'
+        // pointers are in `params` already.)
+        fn upload<T: DeviceRepr>(stream: &Arc<CudaStream>, host: &Option<Vec<T>>, field: &mut GlobalPtr<T>) -> Result<Option<CudaSlice<T>>> {
+            let Some(host) = host else { return Ok(None) };
+            let copy = stream.clone_htod(host)?;
+            *field = GlobalPtr::new(copy.device_ptr(stream).0);
+            Ok(Some(copy))
+        }
+        let cu_q = upload(stream, &plan.cu_seqlens_q, &mut params.cu_seqlens_q)?;
+        let cu_k = upload(stream, &plan.cu_seqlens_k, &mut params.key_starts)?;
+        if cu_k.is_some() {
+            // Cumulative key lengths: sequence b's keys end where b + 1's start.
+            params.key_ends = GlobalPtr::new(params.key_starts.addr() + 4);
+        }
+        let table = upload(stream, &plan.block_table, &mut params.block_table)?;
+        let slopes = upload(stream, &plan.alibi_slopes, &mut params.alibi_slopes)?;
+        let sinks = upload(stream, &plan.sinks, &mut params.sinks)?;
+        if plan.checks_tables() {
+            let record = self.table_error_record()?.expect("the attention module was loaded above");
+            params.table_error = GlobalPtr::new(record);
+            if params.flags & KEY_LENGTHS != 0 && params.key_start_step == 0 {
+                // Device-side lengths per sequence: every sequence starts at the zero word.
+                params.key_starts = GlobalPtr::new(record + OWN_WORKSPACE_ZERO_WORD_AT as u64);
+            }
+        }
         // The split workspace: the handle's own where it serves this stream and is large
         // enough (no allocation: capturable, and cheaper for the host), else the call's own.
         // With the own workspace, its lock is held until both launches are queued: two
@@ -880,9 +1121,9 @@ impl Cukernels {
         if let Some((lse_at, bytes)) = plan.split_workspace() {
             let stream_id = stream.cu_stream() as usize;
             let base = match self.own_workspace(KernelFamily::Attention)? {
-                Some(Ok(own)) if own.bytes() >= bytes && own.free_for(stream_id) && own.bind(stream_id) => {
+                Some(Ok(own)) if own.bytes() - OWN_WORKSPACE_PARTIALS_AT >= bytes && own.free_for(stream_id) && own.bind(stream_id) => {
                     own_launches = Some(own.lock_launches());
-                    own.addr()
+                    own.addr() + OWN_WORKSPACE_PARTIALS_AT as u64
                 }
                 _ => {
                     // SAFETY: uninitialized device memory is never read: every block of the
@@ -899,8 +1140,23 @@ impl Cukernels {
             params.partial_o = GlobalPtr::new(base);
             params.partial_lse = GlobalPtr::new(base + lse_at as u64);
         }
-        let forward = self.attention_function(Some(plan.head), plan.dtype, plan.kind)?;
         self.context().bind_to_thread()?;
+        if plan.checks_tables() {
+            // The table check: the merge entry point in its checking mode, a block per
+            // sequence; the forward kernel clamps what it reads, so it does not wait for the
+            // check (on sm_90+ it starts as the check's programmatic dependent).
+            let check = self.attention_function(None, plan.dtype, AttentionTileKind::Prefill)?;
+            let mut check_params = params;
+            check_params.flags |= CHECK_LAUNCH;
+            let mut check_args = check_params.kernel_args();
+            // SAFETY: the check reads the device tables, whose lengths `plan` checked (batch
+            // sequences), and writes only the record in the handle's own workspace (alive as
+            // long as `self`); `check_args` points at `check_params`, alive until the launch
+            // is queued.
+            unsafe {
+                launch(check.cu_function(), (plan.params.batch, 1, 1), MERGE_THREADS, 0, stream.cu_stream(), &mut check_args, None)?;
+            }
+        }
         let mut args = params.kernel_args();
         // SAFETY: `plan` proved that every element the parameters address lies inside the
         // caller's buffers (held by their SyncOnDrop guards for the duration of the launch)
@@ -908,8 +1164,9 @@ impl Cukernels {
         // stream order). `args` points at the fields of `params`, alive until cuLaunchKernel
         // returns, and matches the entry point's parameters by construction (both come from
         // the one definition of `AttentionParams`).
+        let after_check = plan.check_overlaps_forward.then_some(LaunchAttribute::ProgrammaticDependent);
         unsafe {
-            cudarc::driver::result::launch_kernel(forward.cu_function(), plan.grid, (plan.block, 1, 1), plan.smem_bytes, stream.cu_stream(), &mut args)?;
+            launch(forward.cu_function(), plan.grid, plan.block, plan.smem_bytes, stream.cu_stream(), &mut args, after_check)?;
         }
         if plan.splits > 1 {
             let merge = self.attention_function(None, plan.dtype, AttentionTileKind::Prefill)?;

@@ -42,7 +42,7 @@ mod zstd_frame;
 
 pub use cudarc;
 pub use artifacts::{Artifact, ArtifactKind, Compiler};
-pub use attention::{alibi_slopes, Alibi, Attention, AttentionBuffers, AttentionElement, AttentionExtras, AttentionLengths, AttentionPlan, MaskBuffer, MaskShape, PagedKv, Strides, Varlen};
+pub use attention::{alibi_slopes, Alibi, Attention, AttentionBuffers, AttentionElement, AttentionExtras, AttentionLengths, AttentionPlan, DeviceTables, MaskBuffer, MaskShape, PagedKv, Strides, TableBuffers, Varlen};
 pub use cukernels_gpu::quant::{GgufFormat, QK, QK_K};
 pub use cukernels_gpu::{
     attention_config, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTile, AttentionTileKind, MatrixPath, ATTENTION_CONFIGS, ATTENTION_KERNELS,
@@ -53,6 +53,9 @@ pub use cukernels_gpu::{
 /// The run-time bits of an SGEMM launch (`SgemmParams::flags`).
 pub use cukernels_gpu::sgemm_flags;
 pub use cukernels_gpu::moe_flags;
+/// The run-time bits of an attention launch (`AttentionParams::flags`), and the record of bad
+/// device-side tables.
+pub use cukernels_gpu::{attention_flags, attention_table_error};
 pub use error::{Error, Result};
 pub use moe::{MoeActivation, MoeBuffers, MoeInput, MoeLengths, MoePlan, MoeWorkspaceLayout, MulMatId};
 pub use cukernels_gpu::{decode_features_per_warp, direct_features_per_warp, moe_config, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoeParams, MoePath, MoeTile, MOE_CONFIGS, MOE_KERNELS};

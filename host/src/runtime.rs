@@ -184,11 +184,12 @@ impl Cukernels {
     /// Bytes of the workspace `family` owns: SGEMM's k splits
     /// ([`default_split_workspace_bytes`](crate::sgemm::default_split_workspace_bytes)),
     /// attention's split-KV partial results
-    /// ([`own_split_workspace_bytes`](crate::attention::own_split_workspace_bytes)).
+    /// ([`own_split_workspace_bytes`](crate::attention::own_split_workspace_bytes), after the
+    /// record of bad device-side tables).
     fn own_workspace_bytes(&self, family: KernelFamily) -> Option<usize> {
         match family {
             KernelFamily::Sgemm => Some(crate::sgemm::default_split_workspace_bytes(self.sgemm_config(), self.inner.sm_count)),
-            KernelFamily::Attention => Some(crate::attention::own_split_workspace_bytes(self.attention_config(), self.inner.sm_count)),
+            KernelFamily::Attention => Some(crate::attention::own_workspace_bytes(self.attention_config(), self.inner.sm_count)),
             _ => None,
         }
     }
@@ -308,11 +309,7 @@ impl Cukernels {
         if self.is_loaded(family) || self.own_workspace_bytes(family).is_none() {
             return Ok(());
         }
-        self.inner.ctx.bind_to_thread()?;
-        // SAFETY: only reads the stream's capture status; the caller checked that the stream
-        // belongs to this context (a handle the driver does not know is reported as an error).
-        let status = unsafe { cudarc::driver::result::stream::is_capturing(stream) }?;
-        if status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+        if self.is_capturing(stream)? {
             return Err(Error::invalid(
                 "stream",
                 "capturing a CUDA graph",
@@ -320,6 +317,16 @@ impl Cukernels {
             ));
         }
         Ok(())
+    }
+
+    /// Whether a CUDA graph capture is under way on `stream` (which must belong to this
+    /// handle's context).
+    pub(crate) fn is_capturing(&self, stream: cudarc::driver::sys::CUstream) -> Result<bool> {
+        self.inner.ctx.bind_to_thread()?;
+        // SAFETY: only reads the stream's capture status; the caller checked that the stream
+        // belongs to this context (a handle the driver does not know is reported as an error).
+        let status = unsafe { cudarc::driver::result::stream::is_capturing(stream) }?;
+        Ok(status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
     /// Checks that a raw stream handle belongs to this handle's context.

@@ -194,12 +194,19 @@ define_launch_params! { $
         pub alibi_slopes: crate::abi::GlobalPtr<f32>,
         /// Attention-sink logit per query head.
         pub sinks: crate::abi::GlobalPtr<f32>,
-        /// `batch + 1` cumulative query / key lengths (varlen), else 0.
+        /// `batch + 1` cumulative query lengths (varlen), else 0.
         pub cu_seqlens_q: crate::abi::GlobalPtr<u32>,
-        pub cu_seqlens_k: crate::abi::GlobalPtr<u32>,
+        /// With `KEY_LENGTHS`, sequence `b`'s keys run from `key_starts[b · key_start_step]`
+        /// to `key_ends[b]`: cumulative lengths (`key_ends` one entry past `key_starts`, step
+        /// 1), or one length per sequence in `key_ends` (step 0, `key_starts` a zero word).
+        pub key_starts: crate::abi::GlobalPtr<u32>,
+        pub key_ends: crate::abi::GlobalPtr<u32>,
         /// Paged K/V: page `block_table[b·block_table_stride + j / page_size]` holds key `j` of
         /// sequence `b`, at slot `j % page_size`; a page starts at `page · k_batch_stride`.
         pub block_table: crate::abi::GlobalPtr<u32>,
+        /// With `CHECK_TABLES`: the record of the first bad table entry
+        /// ([`crate::attention_table_error`]); else 0.
+        pub table_error: crate::abi::GlobalPtr<u32>,
         /// Split launches: the partial output (f32) and log-sum-exp of every (split, row).
         pub partial_o: crate::abi::GlobalPtr<f32>,
         pub partial_lse: crate::abi::GlobalPtr<f32>,
@@ -220,6 +227,11 @@ define_launch_params! { $
         pub mask_row_stride: u64,
         pub block_table_stride: u64,
         pub page_size: u32,
+        /// See `key_starts`.
+        pub key_start_step: u32,
+        /// The paged K/V cache's last page (pages − 1): `CHECK_TABLES` checks the block table
+        /// against it, and the copies clamp to it.
+        pub last_page: u32,
         pub batch: u32,
         /// Query / key length of every sequence (padded batches), else the longest.
         pub seqlen_q: u32,

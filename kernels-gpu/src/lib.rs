@@ -101,8 +101,34 @@ pub mod attention_flags {
     pub const QKV_VECTOR: u32 = 1 << 9;
     /// O rows may be written 4 bytes at a time (base and strides even).
     pub const O_PAIRS: u32 = 1 << 10;
-    /// Key lengths come from `cu_seqlens_k` (varlen, or paged sequences of different lengths).
+    /// Each sequence's keys come from `key_starts` / `key_ends` (varlen's cumulative lengths,
+    /// or paged sequences of different lengths), else every sequence has `seqlen_k`.
     pub const KEY_LENGTHS: u32 = 1 << 11;
+    /// The block table and key lengths are the caller's device memory, never seen by the host.
+    /// The forward kernel clamps every page to the cache and reads no keys for a length past
+    /// `seqlen_k` (whatever the flag: host tables never need it), so nothing is read out of
+    /// bounds; with the flag, the check launch (`cukernels_attention_check_tables`) records
+    /// the first bad entry at `table_error` ([`crate::attention_table_error`]).
+    pub const CHECK_TABLES: u32 = 1 << 13;
+    /// The merge entry point checks the launch's device-side tables instead of merging
+    /// (`device/attention/merge.rs`).
+    pub const CHECK_LAUNCH: u32 = 1 << 14;
+}
+
+/// The record an attention launch with `attention_flags::CHECK_TABLES` keeps of the first bad
+/// device-side table entry it met: four `u32` words `[what, sequence, index, value]`, all 0
+/// while nothing was found. The first block to find one claims word 0 (compare-and-swap from
+/// 0) and writes the other three; later finds leave it as it is until the host reads and
+/// clears it.
+pub mod attention_table_error {
+    /// Words of the record.
+    pub const WORDS: usize = 4;
+    /// `block_table[sequence][index] = value` is not below the cache's page count.
+    pub const PAGE_OUT_OF_RANGE: u32 = 1;
+    /// Sequence `sequence`'s key length `value` (from `seqlens_k`, or the difference of two
+    /// cumulative lengths) exceeds `seqlen_k`, the longest the launch was planned for (at most
+    /// `pages_per_seq × page_size`), or is negative; `index` is the sequence again.
+    pub const KEY_LENGTH_TOO_LONG: u32 = 2;
 }
 
 /// Bits of the `flags` argument of the `moe` entry points.

@@ -22,6 +22,17 @@ mod tiny;
 
 use crate::arch::Arch;
 
+/// Atomic view of a `u32` in global or shared memory (the kernels use relaxed orderings, with
+/// fences or barriers where an order is needed).
+///
+/// Safety: `ptr` is valid and aligned, and every concurrent access to it is atomic or ordered
+/// by a barrier.
+#[allow(dead_code)] // Families that use no atomics (sgemm) compile this module too.
+#[inline(always)]
+pub(crate) unsafe fn atomic<'a>(ptr: *mut u32) -> &'a core::sync::atomic::AtomicU32 {
+    core::sync::atomic::AtomicU32::from_ptr(ptr)
+}
+
 /// The architecture whose config row this PTX is built with.
 pub const BUILD_CONFIG: Arch = {
     if cfg!(cukernels_config = "sm_70") {

@@ -17,14 +17,23 @@
 //!    order by the first group, which writes O.
 //!
 //! Every sum is in a fixed order, so a decode step gives the same bits on every run.
+//!
+//! # Checking device-side tables
+//! With `CHECK_LAUNCH`, the same entry point checks a launch's device-side tables instead
+//! ([`check_tables`]): one block per sequence, launched just before the forward kernel (which
+//! clamps what it reads, so it need not wait for the check). The check stays out of the
+//! forward kernels, whose tightest tiles had no register to spare for it.
 //! On sm_90+ builds the merge is launched as a programmatic dependent of the split launch
 //! (PDL): its blocks are scheduled as the split launch drains and wait for its completion in
 //! `griddepcontrol.wait`, so no launch gap sits between the two.
 
-use super::super::ptx::{block_idx_x, dynamic_smem, shfl_xor_f32, sync_threads, thread_idx_x, wait_for_prerequisite_grid};
+use super::super::atomic;
+use super::super::ptx::{allow_dependent_launch, block_idx_x, dynamic_smem, shfl_xor_f32, sync_threads, thread_idx_x, wait_for_prerequisite_grid};
 use crate::abi::AttentionParams;
 use crate::attention_config::{MAX_KV_SPLITS, MERGE_THREADS};
-use crate::attention_flags::{SINKS, VARLEN, WRITE_LSE};
+use crate::attention_flags::{CHECK_LAUNCH, KEY_LENGTHS, PAGED, SINKS, VARLEN, WRITE_LSE};
+use crate::attention_table_error::{KEY_LENGTH_TOO_LONG, PAGE_OUT_OF_RANGE};
+use core::sync::atomic::Ordering;
 
 const THREADS: usize = MERGE_THREADS as usize;
 const WARPS: usize = THREADS / 32;
@@ -66,6 +75,10 @@ unsafe fn block_reduce(x: f32, scratch: *mut f32, op: impl Fn(f32, f32) -> f32) 
 /// launched this one as its programmatic dependent).
 #[inline(always)]
 pub(super) unsafe fn merge<const BF16: bool>(p: &AttentionParams) {
+    if p.flags & CHECK_LAUNCH != 0 {
+        check_tables(p);
+        return;
+    }
     // The partial results are the previous grid's: wait for it (a no-op without PDL).
     wait_for_prerequisite_grid();
     let row_id = block_idx_x() as usize;
@@ -131,6 +144,51 @@ pub(super) unsafe fn merge<const BF16: bool>(p: &AttentionParams) {
     }
     if p.flags & WRITE_LSE != 0 && tid == 0 {
         *p.lse.ptr_mut().add(lse_at + h * p.lse_head_stride as usize) = lse;
+    }
+}
+
+/// The table check (`CHECK_LAUNCH`, one block per sequence `b`): the sequence's key length
+/// against `seqlen_k`, then the block table entries of its keys against the cache (threads
+/// striding over them); the first bad entry of any block is recorded at `table_error`
+/// ([`crate::attention_table_error`]: claimed by compare-and-swap, the first claimant fills it).
+///
+/// Safety: the host checked that the tables hold `batch` sequences' entries and that
+/// `table_error` holds the record.
+unsafe fn check_tables(p: &AttentionParams) {
+    // The forward kernel does not depend on this launch: let it start now (sm_90+ PDL).
+    allow_dependent_launch();
+    let b = block_idx_x() as usize;
+    let tid = thread_idx_x() as usize;
+    let record = |what: u32, index: u32, value: u32| {
+        let record = p.table_error.ptr_mut();
+        if atomic(record).compare_exchange(0, what, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            *record.add(1) = b as u32;
+            *record.add(2) = index;
+            *record.add(3) = value;
+        }
+    };
+    let len_k = if p.flags & KEY_LENGTHS != 0 {
+        let len = (*p.key_ends.ptr().add(b)).wrapping_sub(*p.key_starts.ptr().add(b * p.key_start_step as usize));
+        if len > p.seqlen_k {
+            if tid == 0 {
+                record(KEY_LENGTH_TOO_LONG, b as u32, len);
+            }
+            return;
+        }
+        len
+    } else {
+        p.seqlen_k
+    };
+    if p.flags & PAGED != 0 {
+        let columns = len_k.div_ceil(p.page_size) as usize;
+        let mut column = tid;
+        while column < columns {
+            let page = *p.block_table.ptr().add(b * p.block_table_stride as usize + column);
+            if page > p.last_page {
+                record(PAGE_OUT_OF_RANGE, column as u32, page);
+            }
+            column += THREADS;
+        }
     }
 }
 

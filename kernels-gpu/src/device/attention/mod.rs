@@ -89,7 +89,11 @@
 //!
 //! ## Paged K/V
 //! With `PAGED`, key `j` of sequence `b` is slot `j % page_size` of page
-//! `block_table[b][j / page_size]`; only the address of each copied row changes.
+//! `block_table[b][j / page_size]`; only the address of each copied row changes. A table (or
+//! a `seqlens_k`) in the caller's device memory, which the host never saw, is checked on the
+//! device: the copies clamp a page past the cache to its last page and a length past
+//! `seqlen_k` reads no keys, so nothing is read out of bounds, and a check launch before this
+//! one (`CHECK_TABLES`, `merge.rs`) records the first bad entry for the host.
 
 mod merge;
 
@@ -423,8 +427,14 @@ unsafe fn sequence(p: &AttentionParams, b: usize) -> Sequence {
         (0, p.seqlen_q as usize)
     };
     let (k_start, len_k) = if p.flags & KEY_LENGTHS != 0 {
-        let start = *p.cu_seqlens_k.ptr().add(b) as usize;
-        (start, *p.cu_seqlens_k.ptr().add(b + 1) as usize - start)
+        // Sequence b's keys run from `key_starts[b · key_start_step]` to `key_ends[b]`: FA2's
+        // cumulative lengths (step 1, the ends one entry on), or lengths per sequence (step
+        // 0 on a zero word). A length from the caller's device memory may be past what the
+        // launch was planned (and the block table sized) for, or negative: it reads no keys
+        // (the check launch, `merge.rs`, records it).
+        let start = *p.key_starts.ptr().add(b * p.key_start_step as usize);
+        let len = (*p.key_ends.ptr().add(b)).wrapping_sub(start);
+        (start as usize, if len > p.seqlen_k { 0 } else { len as usize })
     } else {
         (0, p.seqlen_k as usize)
     };
@@ -546,7 +556,9 @@ unsafe fn forward<
     // Key `j`'s row in K (or V, with that tensor's strides).
     let key_row = |j: usize, base: *const u16, batch_stride: usize, seq_stride: usize, head_stride: usize| -> *const u16 {
         if flags & PAGED != 0 {
-            let page = *p.block_table.ptr().add(b * p.block_table_stride as usize + j / p.page_size as usize) as usize;
+            // Clamped into the cache: only a device-side table can point past it (the check
+            // launch records it; the host checks its own).
+            let page = (*p.block_table.ptr().add(b * p.block_table_stride as usize + j / p.page_size as usize)).min(p.last_page) as usize;
             base.add(page * batch_stride + (j % p.page_size as usize) * seq_stride + kv_head * head_stride)
         } else {
             let batch = if flags & VARLEN != 0 { 0 } else { b * batch_stride };

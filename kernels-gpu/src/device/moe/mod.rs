@@ -103,7 +103,8 @@ use crate::quant::{chunk_dot, BlockFormat, Chunk, GgufFormat, QK};
 use crate::quant::{
     BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
 };
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
+use super::atomic;
 
 const LANES: u32 = 32;
 /// sm_80 and newer copy the tiled path's activations with `cp.async`.
@@ -202,15 +203,6 @@ unsafe fn quantize(p: &MoeParams, block: u32) {
 // -------------------------------------------------------------------------------------------
 // 2. Route
 // -------------------------------------------------------------------------------------------
-
-/// Relaxed atomic view of a `u32` in global or shared memory.
-///
-/// Safety: `ptr` is valid and aligned, and every concurrent access to it is atomic or ordered
-/// by a barrier.
-#[inline(always)]
-unsafe fn atomic<'a>(ptr: *mut u32) -> &'a AtomicU32 {
-    AtomicU32::from_ptr(ptr)
-}
 
 /// Inclusive prefix sums over the warp of two values at once.
 #[inline(always)]
