@@ -93,7 +93,8 @@ def main():
     rows = [json.loads(l) for l in open(src) if l.strip()]
     out = []
     for row in rows:
-        if row["group"] == "decode split sweep":  # ours with forced splits: no baseline
+        # Ours with forced splits, or paged K/V (SDPA has none): no baseline.
+        if row["group"] in ("decode split sweep", "paged decode"):
             out.append(row)
             continue
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):

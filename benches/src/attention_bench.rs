@@ -10,7 +10,7 @@
 use crate::sgemm_bench::DeviceInfo;
 use cukernels::cudarc::driver::sys::CUevent_flags;
 use cukernels::cudarc::driver::{CudaSlice, CudaStream};
-use cukernels::{Attention, AttentionDtype, AttentionElement, AttentionExtras, Cukernels};
+use cukernels::{Attention, AttentionDtype, AttentionElement, AttentionExtras, Cukernels, DeviceTables, PagedKv};
 use std::sync::Arc;
 
 /// One benchmark shape.
@@ -31,20 +31,55 @@ pub struct AttentionShape {
     /// Splits forced on a decode launch (the split sweep, which measures the split rule);
     /// `None`: the plan's choice.
     pub splits: Option<usize>,
+    /// Paged K/V ([`PAGED_PAGE_SIZE`]-token pages, the sequences' pages interleaved in the
+    /// cache), its block table on the host or the device; `None`: contiguous K/V.
+    pub paged: Option<TableSource>,
 }
+
+/// Where a paged shape's block table lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableSource {
+    /// In the problem: checked and uploaded by every call (not capturable).
+    Host,
+    /// A device buffer (`DeviceTables`): checked on the device by the check launch.
+    Device,
+}
+
+/// Tokens per page of the paged rows (vLLM's and mistral.rs's caches use 16 to 256).
+pub const PAGED_PAGE_SIZE: usize = 64;
+
+/// The group of the paged rows (ours only: PyTorch's SDPA has no paged K/V).
+pub const PAGED_DECODE: &str = "paged decode";
 
 impl AttentionShape {
     pub fn desc(&self) -> Attention {
         let d = Attention::new(self.batch, self.seqlen_q, self.seqlen_k, self.heads_q, self.heads_k, self.head_dim);
         let d = if self.causal { d.causal() } else { d };
-        match self.splits {
+        let d = match self.splits {
             Some(n) => d.splits(n),
             None => d,
+        };
+        match self.paged {
+            None => d,
+            Some(source) => {
+                let pages_per_seq = self.seqlen_k.div_ceil(PAGED_PAGE_SIZE);
+                let table = match source {
+                    TableSource::Host => self.block_table(),
+                    TableSource::Device => Vec::new(),
+                };
+                d.paged(PagedKv { block_table: table, ..PagedKv::on_device(PAGED_PAGE_SIZE, self.batch * pages_per_seq, pages_per_seq) })
+            }
         }
+    }
+    /// The block table of a paged shape: sequence `b`'s page `i` is `i · batch + b`, so that
+    /// each sequence's pages are spread over the cache.
+    pub fn block_table(&self) -> Vec<u32> {
+        let pages_per_seq = self.seqlen_k.div_ceil(PAGED_PAGE_SIZE);
+        (0..self.batch).flat_map(|b| (0..pages_per_seq).map(move |i| (i * self.batch + b) as u32)).collect::<Vec<_>>()
     }
     pub fn label(&self) -> String {
         format!(
-            "{} b{} q{} k{} h{}/{} d{}{} {}{}",
+            "{} b{} q{} k{} h{}/{} d{}{} {}{}{}",
             self.kind,
             self.batch,
             self.seqlen_q,
@@ -54,7 +89,12 @@ impl AttentionShape {
             self.head_dim,
             if self.causal { " causal" } else { "" },
             self.dtype.name(),
-            self.splits.map_or(String::new(), |n| format!(" splits {n}"))
+            self.splits.map_or(String::new(), |n| format!(" splits {n}")),
+            match self.paged {
+                None => "",
+                Some(TableSource::Host) => " paged host",
+                Some(TableSource::Device) => " paged device",
+            }
         )
     }
     /// Bytes of K and V one pass reads.
@@ -81,6 +121,7 @@ pub fn shapes() -> Vec<AttentionShape> {
         causal,
         dtype,
         splits: None,
+        paged: None,
     };
     for dtype in AttentionDtype::ALL {
         for seq in [4096, 16384] {
@@ -106,6 +147,13 @@ pub fn shapes() -> Vec<AttentionShape> {
     v.push(s("decode", "llama.cpp decode", 1, 1, 20000, 32, 2, 256, false, AttentionDtype::F16));
     for dtype in AttentionDtype::ALL {
         v.push(s("prefill", "llama.cpp prefill", 1, 512, 20000, 32, 2, 256, false, dtype));
+    }
+    // Paged decode, its block table on the host (uploaded per call) or on the device (checked
+    // by the check launch, capturable): what the device tables cost beside contiguous K/V.
+    for (batch, kv) in [(1, 16384), (16, 8192)] {
+        for source in [TableSource::Host, TableSource::Device] {
+            v.push(AttentionShape { paged: Some(source), ..s("decode", PAGED_DECODE, batch, 1, kv, 32, 8, 128, false, AttentionDtype::F16) });
+        }
     }
     // The split sweep: one sequence's decode with the split count forced, to measure the split
     // rule (ours only; the PyTorch script skips the group).
@@ -288,8 +336,15 @@ fn bench_typed<T: AttentionElement + Copy>(kernels: &Cukernels, stream: &Arc<Cud
     let (q, k, v) = (fill(n.q, 1), fill(n.k, 2), fill(n.v, 3));
     let mut o: CudaSlice<T> = stream.clone_htod(&vec![from_f32(0.0); n.o]).unwrap();
     let plan = d.plan(T::DTYPE, &d.placeholder_buffers().unwrap(), kernels.attention_config(), kernels.sm_count()).unwrap();
-    let t = per_launch_timing(stream, samples, || kernels.attention(stream, &d, &q, &k, &v, &mut o, AttentionExtras::default()).unwrap());
-    let graph_ms = (s.kind == "decode").then(|| per_graph_ms(stream, samples, t.inner, || kernels.attention(stream, &d, &q, &k, &v, &mut o, AttentionExtras::default()).map_err(|e| e.to_string()))).flatten();
+    let table: Option<CudaSlice<u32>> = (s.paged == Some(TableSource::Device)).then(|| stream.clone_htod(&s.block_table()).unwrap());
+    let extras = || AttentionExtras { tables: DeviceTables { block_table: table.as_ref(), ..DeviceTables::default() }, ..AttentionExtras::default() };
+    let t = per_launch_timing(stream, samples, || kernels.attention(stream, &d, &q, &k, &v, &mut o, extras()).unwrap());
+    // (Host tables are uploaded by every call, which a graph cannot replay.)
+    let capturable = s.kind == "decode" && s.paged != Some(TableSource::Host);
+    let graph_ms = capturable.then(|| per_graph_ms(stream, samples, t.inner, || kernels.attention(stream, &d, &q, &k, &v, &mut o, extras()).map_err(|e| e.to_string()))).flatten();
+    if table.is_some() {
+        kernels.attention_table_error(stream).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
+    }
     AttentionRow { shape: s.clone(), ms: t.ms, host_ms: t.host_ms, graph_ms, graph_inner: t.inner, splits: plan.splits, heads_packed: plan.heads_packed }
 }
 

@@ -107,7 +107,7 @@ pub mod attention_flags {
     /// The block table and key lengths are the caller's device memory, never seen by the host.
     /// The forward kernel clamps every page to the cache and reads no keys for a length past
     /// `seqlen_k` (whatever the flag: host tables never need it), so nothing is read out of
-    /// bounds; with the flag, the check launch (`cukernels_attention_check_tables`) records
+    /// bounds; with the flag, a check launch (the merge entry point with `CHECK_LAUNCH`) records
     /// the first bad entry at `table_error` ([`crate::attention_table_error`]).
     pub const CHECK_TABLES: u32 = 1 << 13;
     /// The merge entry point checks the launch's device-side tables instead of merging
