@@ -599,6 +599,8 @@ impl Attention {
                 None => Ok(None),
             }
         };
+        // A table passed both in the problem (`host`) and as a device buffer.
+        let given_twice = |name: &'static str, host: &str| invalid(name, "given twice", format!("pass it on the host ({host}) or on the device (DeviceTables::{name}), not both"));
         let (mut block_table_addr, mut seqlens_k_addr) = (None, None);
         if paged.is_none() && (tables.block_table.is_some() || tables.seqlens_k.is_some()) {
             return Err(invalid("block_table", "device buffer given", "block_table and seqlens_k need paged K/V (Attention::paged)"));
@@ -613,7 +615,7 @@ impl Attention {
             let entries = a.batch * pg.pages_per_seq;
             match tables.block_table {
                 Some(_) if !pg.block_table.is_empty() => {
-                    return Err(invalid("block_table", "given twice", "pass it on the host (PagedKv::block_table) or on the device (DeviceTables::block_table), not both"));
+                    return Err(given_twice("block_table", "PagedKv::block_table"));
                 }
                 Some(_) => {
                     block_table_addr = device_table("block_table", tables.block_table, entries)?;
@@ -633,7 +635,7 @@ impl Attention {
                     return Err(invalid("seqlens_k", "given", "with packed sequences the key lengths come from cu_seqlens_k"));
                 }
                 match (&pg.seqlens_k, tables.seqlens_k) {
-                    (Some(_), Some(_)) => return Err(invalid("seqlens_k", "given twice", "pass it on the host (PagedKv::seqlens_k) or on the device (DeviceTables::seqlens_k), not both")),
+                    (Some(_), Some(_)) => return Err(given_twice("seqlens_k", "PagedKv::seqlens_k")),
                     (Some(lens), None) => {
                         if lens.len() != a.batch {
                             return Err(invalid("seqlens_k", format!("{} entries", lens.len()), format!("must have batch = {} entries", a.batch)));
@@ -752,10 +754,10 @@ impl Attention {
         // Slopes and sinks on the device: one per query head; their values are the caller's
         // (a NaN there is a NaN in the output, as in Q).
         if tables.alibi_slopes.is_some() && a.alibi.is_some() {
-            return Err(invalid("alibi_slopes", "given twice", "pass ALiBi on the host (Attention::alibi) or its slopes on the device (DeviceTables::alibi_slopes), not both"));
+            return Err(given_twice("alibi_slopes", "Attention::alibi"));
         }
         if tables.sinks.is_some() && a.sinks.is_some() {
-            return Err(invalid("sinks", "given twice", "pass the sinks on the host (Attention::sinks) or on the device (DeviceTables::sinks), not both"));
+            return Err(given_twice("sinks", "Attention::sinks"));
         }
         let device_slopes = device_table("alibi_slopes", tables.alibi_slopes, a.heads_q)?;
         let device_sinks = device_table("sinks", tables.sinks, a.heads_q)?;
