@@ -93,8 +93,9 @@ def main():
     rows = [json.loads(l) for l in open(src) if l.strip()]
     out = []
     for row in rows:
-        # Ours with forced splits, or paged K/V (SDPA has none): no baseline.
-        if row["group"] in ("decode split sweep", "paged decode"):
+        # Ours with forced splits, paged K/V (SDPA has none) or the merge in the split launch
+        # (the same shapes have their baselines in the decode groups): no baseline.
+        if row["group"] in ("decode split sweep", "paged decode", "decode merge in split"):
             out.append(row)
             continue
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):

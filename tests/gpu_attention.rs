@@ -474,6 +474,34 @@ fn decode_long_contiguous_and_paged() {
     run(&gpu, &cases, &BOTH);
 }
 
+/// Split launches that merge their own splits (`Attention::merge_in_split`: the last block of
+/// each row tile merges it) against the f64 reference, on every config: prefill and decode
+/// tiles, every head size of the decode tile, sinks, LSE, paged caches with per-sequence
+/// lengths (an empty row tile's blocks never arrive), more splits than key tiles (blocks
+/// with no key), varlen.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn merge_in_split_matches_the_reference() {
+    let gpu = gpu();
+    let mut rng = rng("merge in split");
+    let mut cases = vec![
+        Case::new("prefill tile, 3 splits", Attention::new(2, 100, 700, 4, 2, 128).splits(3).with_lse()),
+        Case::new("7 splits + sinks + causal", Attention::new(1, 33, 900, 4, 1, 64).splits(7).sinks(vec![1.0, 0.0, -1.0, 2.0]).causal().with_lse()),
+        Case::new("more splits than key tiles", Attention::new(1, 5, 40, 2, 1, 64).splits(9).with_lse()),
+        Case::new("varlen, 4 splits", Attention::new(0, 0, 0, 4, 2, 64).varlen(vec![0, 1, 1, 3, 20], vec![0, 300, 300, 301, 900]).splits(4).with_lse()),
+    ];
+    for (dk, dv) in [(64, 64), (80, 80), (96, 96), (112, 112), (128, 128), (192, 128), (192, 192), (256, 256), (320, 256)] {
+        cases.push(Case::new(format!("decode {dk}/{dv}, 2×1500, GQA 4, 6 splits"), Attention::new(2, 1, 1500, 8, 2, dk).head_dim_v(dv).splits(6).sinks(vec![0.5; 8]).with_lse()));
+    }
+    cases.push(paged_case("paged decode, page 64", 3, vec![1, 700, 2500], 64, 8, 2, (128, 128), &mut rng));
+    cases.push(paged_case("paged decode 576/512 (MLA)", 2, vec![300, 1000], 64, 16, 1, (576, 512), &mut rng));
+    cases.push(Case::new("decode 1×16384, GQA 4, head 128 (chosen splits)", Attention::new(1, 1, 16384, 32, 8, 128).with_lse()));
+    for case in &mut cases {
+        case.desc.merge_in_split = true;
+    }
+    run(&gpu, &cases, &BOTH);
+}
+
 /// A split decode gives the same bits on every run (the merge adds the splits in a fixed
 /// order, whatever the blocks' timing), on every config: the two llama.cpp decode shapes
 /// (32 and 78 splits on the H200), three runs each, O and LSE compared bit for bit.
@@ -494,7 +522,10 @@ fn split_decode_gives_the_same_bits_every_run() {
         for h in &gpu.handles {
             let who = format!("decode 1×{} head {} [{}]", d.seqlen_k, d.head_dim, h.artifact(KernelFamily::Attention));
             let mut first: Option<(Vec<u16>, Vec<u32>)> = None;
-            for run in 0..3 {
+            // The merge launch and the merge inside the split launch, each twice in a row (the
+            // second in-split run counts on the first leaving its counters at 0): same bits.
+            for (run, in_split) in [false, false, true, true, false].into_iter().enumerate() {
+                let d = d.clone().merge_in_split(in_split);
                 let mut o = upload(s, &vec![f16::NAN; n.o]);
                 let mut lse = upload(s, &vec![f32::NAN; n.lse]);
                 let extras = AttentionExtras { lse: Some(&mut lse), ..AttentionExtras::default() };
@@ -506,7 +537,7 @@ fn split_decode_gives_the_same_bits_every_run() {
                     None => first = Some((o_bits, lse_bits)),
                     Some((o0, l0)) => {
                         let differ = o0.iter().zip(&o_bits).filter(|(a, b)| a != b).count();
-                        assert!(differ == 0 && *l0 == lse_bits, "{who}: run {run} differs from run 0 in {differ} outputs");
+                        assert!(differ == 0 && *l0 == lse_bits, "{who}: run {run} (merged in split: {in_split}) differs from run 0 in {differ} outputs");
                     }
                 }
             }
@@ -546,10 +577,11 @@ fn capturable(gpu: &Gpu, d: &Attention, seed: &str) -> (Arc<CudaStream>, Captura
 }
 
 /// A split decode (flash-decoding: the split launch, then the merge as its programmatic
-/// dependent on sm_90 builds, and the handle's own workspace they share) captured in a CUDA
-/// graph and replayed gives the bits of a direct call, on every config: a decode loop that
-/// replays a graph per token runs the same kernels as one that launches them. A call on a
-/// second stream, which the own workspace does not serve, gives them too.
+/// dependent on sm_90 builds, and the handle's own workspace they share; or the split launch
+/// alone, merging its own splits) captured in a CUDA graph and replayed gives the bits of a
+/// direct call, on every config: a decode loop that replays a graph per token runs the same
+/// kernels as one that launches them. A call on a second stream, which the own workspace does
+/// not serve, gives them too.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn split_decode_can_be_captured_in_a_cuda_graph() {
@@ -559,8 +591,11 @@ fn split_decode_can_be_captured_in_a_cuda_graph() {
     let d = Attention::new(2, 1, keys, 32, 8, 128).with_lse();
     let n = d.buffer_lengths().unwrap();
     let (s, Capturable { q, k, v, mut o, mut lse }) = capturable(&gpu, &d, "attention graph");
-    for h in &gpu.handles {
-        let who = format!("decode 2×{keys} head 128 [{}]", h.artifact(KernelFamily::Attention));
+    for (h, in_split) in gpu.handles.iter().flat_map(|h| [(h, false), (h, true)]) {
+        // The merge launch, or the merge inside the split launch (on the other stream, which
+        // the own workspace and its counters do not serve, a merge launch again).
+        let d = d.clone().merge_in_split(in_split);
+        let who = format!("decode 2×{keys} head 128, merged in split: {in_split} [{}]", h.artifact(KernelFamily::Attention));
         let plan = d.plan(AttentionDtype::F16, &d.placeholder_buffers().unwrap(), h.attention_config(), h.sm_count()).unwrap();
         assert!(plan.splits > 1, "{who}: the case must split ({plan:?})");
         // ... through the handle's own workspace (the first call binds it to `s`).

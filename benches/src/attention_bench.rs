@@ -34,6 +34,9 @@ pub struct AttentionShape {
     /// Paged K/V ([`PAGED_PAGE_SIZE`]-token pages, the sequences' pages interleaved in the
     /// cache), its block table on the host or the device; `None`: contiguous K/V.
     pub paged: Option<TableSource>,
+    /// The split launch merges its own splits ([`Attention::merge_in_split`]) instead of a merge
+    /// launch following it.
+    pub merge_in_split: bool,
 }
 
 /// Where a paged shape's block table lives.
@@ -59,6 +62,7 @@ impl AttentionShape {
             Some(n) => d.splits(n),
             None => d,
         };
+        let d = d.merge_in_split(self.merge_in_split);
         match self.paged {
             None => d,
             Some(source) => {
@@ -79,7 +83,7 @@ impl AttentionShape {
     }
     pub fn label(&self) -> String {
         format!(
-            "{} b{} q{} k{} h{}/{} d{}{} {}{}{}",
+            "{} b{} q{} k{} h{}/{} d{}{} {}{}{}{}",
             self.kind,
             self.batch,
             self.seqlen_q,
@@ -94,7 +98,8 @@ impl AttentionShape {
                 None => "",
                 Some(TableSource::Host) => " paged host",
                 Some(TableSource::Device) => " paged device",
-            }
+            },
+            if self.merge_in_split { " merged in split" } else { "" }
         )
     }
     /// Bytes of K and V one pass reads.
@@ -102,6 +107,10 @@ impl AttentionShape {
         (self.batch * self.seqlen_k * self.heads_k * 2 * self.head_dim * 2) as f64
     }
 }
+
+/// The group of the rows whose split launch merges its own splits (ours only: beside the same
+/// shapes of the "decode" and "llama.cpp decode" groups, merged by a launch of its own).
+pub const MERGE_IN_SPLIT: &str = "decode merge in split";
 
 /// The group of the split-sweep rows.
 pub const SPLIT_SWEEP: &str = "decode split sweep";
@@ -122,6 +131,7 @@ pub fn shapes() -> Vec<AttentionShape> {
         dtype,
         splits: None,
         paged: None,
+        merge_in_split: false,
     };
     for dtype in AttentionDtype::ALL {
         for seq in [4096, 16384] {
@@ -154,6 +164,10 @@ pub fn shapes() -> Vec<AttentionShape> {
         for source in [TableSource::Host, TableSource::Device] {
             v.push(AttentionShape { paged: Some(source), ..s("decode", PAGED_DECODE, batch, 1, kv, 32, 8, 128, false, AttentionDtype::F16) });
         }
+    }
+    // The decode shapes again, their split launches merging their own splits.
+    for (batch, kv, heads_k, d) in [(1, 8192, 8, 128), (1, 16384, 8, 128), (1, 131072, 8, 128), (16, 32768, 8, 128), (1, 20000, 2, 256)] {
+        v.push(AttentionShape { merge_in_split: true, ..s("decode", MERGE_IN_SPLIT, batch, 1, kv, 32, heads_k, d, false, AttentionDtype::F16) });
     }
     // The split sweep: one sequence's decode with the split count forced, to measure the split
     // rule (ours only; the PyTorch script skips the group).

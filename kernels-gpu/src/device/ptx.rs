@@ -63,6 +63,16 @@ pub unsafe fn sync_threads() {
     nvptx::_syncthreads()
 }
 
+/// `bar.sync id, threads`: a barrier among the first `threads` threads of the block (whole
+/// warps), on barrier `id` (1..15; 0 is `__syncthreads`'), for code that the other warps of
+/// the block have left.
+///
+/// Safety: exactly `threads` threads (a multiple of 32) reach it, every one with the same `id`.
+#[inline(always)]
+pub unsafe fn sync_named(id: u32, threads: u32) {
+    asm!("bar.sync {i}, {n};", i = in(reg32) id, n = in(reg32) threads, options(nostack));
+}
+
 /// Alignment of the dynamic shared memory region: 128 bytes, what tensor-core (`ldmatrix`,
 /// swizzled tiles) and bulk-copy (TMA) paths need; the region is declared with the alignment of
 /// the type it is asked for as.
@@ -284,6 +294,18 @@ pub unsafe fn load_gpu_coherent_f32x4(ptr: *const f32) -> [f32; 4] {
         options(nostack, readonly)
     );
     [x, y, z, w]
+}
+
+/// Reads a float that another block of this grid wrote (`ld.relaxed.gpu.global.f32`; see
+/// [`load_gpu_coherent_f32x4`]).
+///
+/// Safety: `ptr` is valid and 4-byte aligned; the writer's store is ordered before this read
+/// as for [`load_gpu_coherent_f32x4`].
+#[inline(always)]
+pub unsafe fn load_gpu_coherent_f32(ptr: *const f32) -> f32 {
+    let x: f32;
+    asm!("ld.relaxed.gpu.global.f32 {x}, [{a}];", x = out(reg32) x, a = in(reg64) ptr, options(nostack, readonly));
+    x
 }
 
 /// Programmatic dependent launch (sm_90 and newer): the kernels of this build can overlap their

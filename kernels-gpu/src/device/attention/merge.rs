@@ -5,30 +5,44 @@
 //! `O = Σ_s w_s·O_s` with `w_s = e^(lse_s − LSE)` and `LSE = log Σ_s e^(lse_s)` (plus the head's
 //! sink logit in the sum, when there is one).
 //!
-//! One block of [`MERGE_THREADS`] per row, in two steps:
-//! 1. **Weights.** Thread `s` reads `lse_s` (one split per thread: there are at most
-//!    [`MAX_KV_SPLITS`]); the block's maximum and sum come from a shuffle butterfly per warp and
-//!    the warps' partials added in warp order; every `w_s` goes to shared memory.
-//! 2. **Columns.** The row's `D_v` floats are `D_v/4` 16-byte columns; the threads form
-//!    `MERGE_THREADS / (D_v/4)` groups of one thread per column, group `g` adding splits
-//!    `g, g + G, g + 2G, …` in order (each thread's loads are independent, so many are in
-//!    flight: the merge of one long sequence's 66-128 splits was one thread per column walking
-//!    every split, and took a quarter of a decode step). The groups' sums are then added in group
-//!    order by the first group, which writes O.
+//! # The one merge order
+//! A row is merged in one order of floating-point operations, wherever it is merged, so that
+//! a decode step gives the same bits on every run and whichever of the two places below
+//! merged it:
+//! 1. **Weights** ([`row_weights`], one warp per row): lane `l` reads `lse_s` of splits
+//!    `l, l + 32, …` ([`MAX_KV_SPLITS`] at most: four per lane); the maximum and the sum of
+//!    `e^(lse_s − max)` come from a shuffle butterfly per 32-split chunk, the chunks in order;
+//!    every `w_s` goes to shared memory.
+//! 2. **Columns** ([`group_sum`]): the row's `D_v` floats are `D_v/4` 16-byte columns, and a
+//!    column's splits fall into [`merge_groups`]`(D_v)` groups, group `g` holding splits
+//!    `g, g + G, g + 2G, …`; each group's sum is a chain of FMAs in split order, and the groups'
+//!    sums are added in group order. (The groups keep many loads in flight: the merge of one
+//!    long sequence's 66-128 splits was once one thread per column walking every split, and took
+//!    a quarter of a decode step.)
 //!
-//! Every sum is in a fixed order, so a decode step gives the same bits on every run.
+//! # Where a row is merged
+//! - **The merge launch** ([`merge`]): one block of [`MERGE_THREADS`] per row after the split
+//!   launch; warp 0 computes the weights, then thread `(g, c)` sums group `g` of column `c` and
+//!   the first group adds the others' sums. On sm_90+ builds it is launched as a programmatic
+//!   dependent of the split launch (PDL): its blocks are scheduled as the split launch drains
+//!   and wait for its completion in `griddepcontrol.wait`, so no launch gap sits between the two.
+//! - **Inside the split launch** (`MERGE_IN_SPLIT`, [`merge_in_split`]): each block of a row tile
+//!   counts its arrival once its partial rows are stored; the last to arrive (whichever split it
+//!   is) merges the tile's rows, so no second launch (and no launch gap, and no block per row)
+//!   is needed. No block waits for another, so nothing depends on which blocks are resident
+//!   together. The counters live in the handle's own workspace, zero before and after.
 //!
 //! # Checking device-side tables
 //! With `CHECK_LAUNCH`, the same entry point checks a launch's device-side tables instead
 //! ([`check_tables`]): one block per sequence, launched just before the forward kernel (which
 //! clamps what it reads, so it need not wait for the check). The check stays out of the
 //! forward kernels, whose tightest tiles had no register to spare for it.
-//! On sm_90+ builds the merge is launched as a programmatic dependent of the split launch
-//! (PDL): its blocks are scheduled as the split launch drains and wait for its completion in
-//! `griddepcontrol.wait`, so no launch gap sits between the two.
 
 use super::super::atomic;
-use super::super::ptx::{allow_dependent_launch, block_idx_x, dynamic_smem, shfl_xor_f32, sync_threads, thread_idx_x, wait_for_prerequisite_grid};
+use super::super::ptx::{
+    allow_dependent_launch, arrive_wrapping_gpu, block_idx_x, block_idx_y, dynamic_smem, fence_gpu, fma, grid_dim_x, load_gpu_coherent_f32, load_gpu_coherent_f32x4, opaque, shfl_xor_f32, sync_named,
+    sync_threads, thread_idx_x, wait_for_prerequisite_grid,
+};
 use crate::abi::AttentionParams;
 use crate::attention_config::{MAX_KV_SPLITS, MERGE_THREADS};
 use crate::attention_flags::{CHECK_LAUNCH, KEY_LENGTHS, PAGED, SINKS, VARLEN, WRITE_LSE};
@@ -37,7 +51,6 @@ use core::sync::atomic::Ordering;
 
 const THREADS: usize = MERGE_THREADS as usize;
 const WARPS: usize = THREADS / 32;
-const _: () = assert!(MAX_KV_SPLITS as usize <= THREADS, "one split's weight per thread");
 
 /// e^x in f32 (`ex2` of `x·log2 e`).
 #[inline(always)]
@@ -45,31 +58,135 @@ fn exp(x: f32) -> f32 {
     super::exp2(x * super::LOG2E)
 }
 
-/// `x` reduced over the block by `op` (max or sum): a butterfly in each warp, then the warps'
-/// results combined in warp order by every thread. `scratch` holds [`WARPS`] floats; the
-/// barriers make it reusable right after.
-///
-/// Safety: every thread of the block calls it; `scratch` lies in this block's shared memory.
+/// Column groups of the merge order at `D_v` = `dv` ([`merge_groups`]): as many as the merge
+/// launch has threads for, one thread per (group, 16-byte column); at `D_v` 128, eight
+/// splits' loads are in flight per column.
 #[inline(always)]
-unsafe fn block_reduce(x: f32, scratch: *mut f32, op: impl Fn(f32, f32) -> f32) -> f32 {
-    let mut v = x;
-    for m in [16, 8, 4, 2, 1] {
-        v = op(v, shfl_xor_f32(v, m));
-    }
-    let tid = thread_idx_x() as usize;
-    if tid % 32 == 0 {
-        *scratch.add(tid / 32) = v;
-    }
-    sync_threads();
-    let mut all = *scratch;
-    for w in 1..WARPS {
-        all = op(all, *scratch.add(w));
-    }
-    sync_threads();
-    all
+pub(super) fn merge_groups(dv: usize) -> usize {
+    div_rem(THREADS, dv / 4).0
 }
 
-/// Merges one row (block `blockIdx.x` = `h · total_q + q_global`).
+/// `(a / b, a % b)` in 32-bit arithmetic: every row index and count here is below 2^31 (the
+/// host bounds `heads_q × total_q` by the grid), and a 64-bit division is a subroutine call
+/// whose registers would push the forward kernel's accumulators into local memory.
+#[inline(always)]
+fn div_rem(a: usize, b: usize) -> (usize, usize) {
+    let (a, b) = (a as u32, b as u32);
+    ((a / b) as usize, (a % b) as usize)
+}
+
+/// Chunks of 32 splits a lane covers in [`row_weights`].
+const SPLIT_CHUNKS: usize = (MAX_KV_SPLITS as usize).div_ceil(32);
+
+/// `x` reduced over the warp by `op` (max or sum), a butterfly: every lane ends with the same
+/// bits (each step adds the same two values, in either order).
+#[inline(always)]
+fn warp_reduce(x: f32, op: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut v = x;
+    // (A counted loop: an array of masks to iterate over lands in local memory here.)
+    let mut m = 16;
+    while m > 0 {
+        v = op(v, shfl_xor_f32(v, m));
+        m /= 2;
+    }
+    v
+}
+
+/// Step 1 of the merge order (module docs) for row `row_id` (`h · total_q + q_global`), by one
+/// whole warp: writes the splits' weights to `weights[0 .. splits]` (this lane's splits only:
+/// the caller's barrier publishes them) and returns the row's log-sum-exp (natural log; −inf
+/// for a row that saw no key and has no sink, whose weights are then all 0).
+///
+/// Safety: the split launch's LSEs are stored and ordered before these reads; `weights` holds
+/// [`MAX_KV_SPLITS`] floats of shared memory.
+#[inline(always)]
+unsafe fn row_weights(p: &AttentionParams, row_id: usize, lane: usize, weights: *mut f32) -> f32 {
+    let rows_all = p.heads_q as usize * p.total_q as usize;
+    let splits = p.splits as usize;
+    let mut lse_s = [f32::NEG_INFINITY; SPLIT_CHUNKS];
+    let mut top = f32::NEG_INFINITY;
+    for c in 0..SPLIT_CHUNKS {
+        let s = 32 * c + lane;
+        if s < splits {
+            lse_s[c] = load_gpu_coherent_f32(p.partial_lse.ptr().add(s * rows_all + row_id));
+        }
+        if 32 * c < splits {
+            top = top.max(warp_reduce(lse_s[c], f32::max));
+        }
+    }
+    let h = div_rem(row_id, p.total_q as usize).0;
+    let sink = if p.flags & SINKS != 0 { *p.sinks.ptr().add(h) } else { f32::NEG_INFINITY };
+    let top = top.max(sink);
+    let reference = if top == f32::NEG_INFINITY { 0.0 } else { top };
+    let mut sum = 0.0;
+    for c in 0..SPLIT_CHUNKS {
+        lse_s[c] = exp(lse_s[c] - reference);
+        if 32 * c < splits {
+            sum += warp_reduce(lse_s[c], |a, b| a + b);
+        }
+    }
+    sum += exp(sink - reference);
+    let inv_sum = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+    for c in 0..SPLIT_CHUNKS {
+        let s = 32 * c + lane;
+        if s < splits {
+            *weights.add(s) = lse_s[c] * inv_sum;
+        }
+    }
+    if sum > 0.0 {
+        reference + super::log2(sum) * super::LN2
+    } else {
+        f32::NEG_INFINITY
+    }
+}
+
+/// Step 2 of the merge order for group `g` of `groups` of column `c` of row `row_id`: the
+/// FMA chain, in split order, of the group's splits' partial columns by their weights.
+///
+/// Safety: as [`row_weights`] for the partial rows; `weights` holds the row's weights.
+#[inline(always)]
+unsafe fn group_sum(p: &AttentionParams, row_id: usize, c: usize, g: usize, groups: usize, weights: *const f32) -> [f32; 4] {
+    let rows_all = p.heads_q as usize * p.total_q as usize;
+    let mut acc = [0f32; 4];
+    let mut s = g;
+    while s < p.splits as usize {
+        let part = load_gpu_coherent_f32x4(p.partial_o.ptr().add((s * rows_all + row_id) * p.dv as usize + 4 * c));
+        let w = *weights.add(s);
+        for e in 0..4 {
+            acc[e] = fma(w, part[e], acc[e]);
+        }
+        // (Steps hidden from the optimizer, here and in the loops of `merge_in_split`: the
+        // build's unroll threshold would otherwise unroll these loops of unknown trip count
+        // many times over, in every entry point that inlines them.)
+        s = opaque((s + groups) as u32) as usize;
+    }
+    acc
+}
+
+/// Writes column `c` of merged row `row_id` to O (and, with `with_lse` and `WRITE_LSE`, the
+/// row's log-sum-exp).
+///
+/// Safety: the host validated O's and LSE's extents for every row.
+#[inline(always)]
+unsafe fn store_merged<const BF16: bool>(p: &AttentionParams, row_id: usize, c: usize, acc: [f32; 4], lse: f32, with_lse: bool) {
+    let total_q = p.total_q as usize;
+    let (h, q_global) = div_rem(row_id, total_q);
+    let (o_row, lse_at) = if p.flags & VARLEN != 0 {
+        (q_global * p.o_seq_stride as usize, q_global)
+    } else {
+        let (b, q) = div_rem(q_global, p.seqlen_q as usize);
+        (b * p.o_batch_stride as usize + q * p.o_seq_stride as usize, b * p.lse_batch_stride as usize + q)
+    };
+    let out = p.o.ptr_mut().add(o_row + h * p.o_head_stride as usize + 4 * c);
+    for e in 0..4 {
+        *out.add(e) = (super::pack::<BF16>(acc[e], 0.0) & 0xffff) as u16;
+    }
+    if with_lse && p.flags & WRITE_LSE != 0 {
+        *p.lse.ptr_mut().add(lse_at + h * p.lse_head_stride as usize) = lse;
+    }
+}
+
+/// The merge launch: merges one row (block `blockIdx.x` = `h · total_q + q_global`).
 ///
 /// Safety: the host validated the parameters and ran the split launch before this one (or
 /// launched this one as its programmatic dependent).
@@ -83,43 +200,22 @@ pub(super) unsafe fn merge<const BF16: bool>(p: &AttentionParams) {
     wait_for_prerequisite_grid();
     let row_id = block_idx_x() as usize;
     let tid = thread_idx_x() as usize;
-    let total_q = p.total_q as usize;
-    let (h, q_global) = (row_id / total_q, row_id % total_q);
-    let rows_all = p.heads_q as usize * total_q;
-    let splits = p.splits as usize;
     let smem = dynamic_smem();
-    let (weights, scratch, columns) = (smem, smem.add(MAX_KV_SPLITS as usize), smem.add(MAX_KV_SPLITS as usize + WARPS));
-
-    // ---- Weights ----
-    let lse_s = if tid < splits { *p.partial_lse.ptr().add(tid * rows_all + row_id) } else { f32::NEG_INFINITY };
-    let sink = if p.flags & SINKS != 0 { *p.sinks.ptr().add(h) } else { f32::NEG_INFINITY };
-    let top = block_reduce(lse_s, scratch, f32::max).max(sink);
-    // A row that saw no key and has no sink: every weight 0, output 0, LSE −inf.
-    let reference = if top == f32::NEG_INFINITY { 0.0 } else { top };
-    let w = exp(lse_s - reference);
-    let sum = block_reduce(w, scratch, |a, b| a + b) + exp(sink - reference);
-    let inv_sum = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-    if tid < splits {
-        *weights.add(tid) = w * inv_sum;
+    let (weights, lse_slot, columns) = (smem, smem.add(MAX_KV_SPLITS as usize), smem.add(MAX_KV_SPLITS as usize + WARPS));
+    if tid < 32 {
+        let lse = row_weights(p, row_id, tid, weights);
+        *lse_slot = lse;
     }
-    let lse = if sum > 0.0 { reference + super::log2(sum) * super::LN2 } else { f32::NEG_INFINITY };
     sync_threads();
 
-    // ---- Columns: group g adds splits g, g + G, … of its column ----
+    // Thread (g, c) sums group g of column c; the first group adds the others' sums in order.
     let cols = p.dv as usize / 4;
-    let groups = THREADS / cols;
-    let (g, c) = (tid / cols, tid % cols);
+    let groups = merge_groups(p.dv as usize);
+    let (g, c) = div_rem(tid, cols);
+    // (The threads past the last group, at `D_v` 80-112, only take part in the barrier.)
     let mut acc = [0f32; 4];
     if g < groups {
-        let mut s = g;
-        while s < splits {
-            let part = *p.partial_o.ptr().add((s * rows_all + row_id) * p.dv as usize).cast::<[f32; 4]>().add(c);
-            let ws = *weights.add(s);
-            for e in 0..4 {
-                acc[e] += ws * part[e];
-            }
-            s += groups;
-        }
+        acc = group_sum(p, row_id, c, g, groups, weights);
         *columns.cast::<[f32; 4]>().add(tid) = acc;
     }
     sync_threads();
@@ -132,19 +228,85 @@ pub(super) unsafe fn merge<const BF16: bool>(p: &AttentionParams) {
             acc[e] += part[e];
         }
     }
-    let (o_row, lse_at) = if p.flags & VARLEN != 0 {
-        (q_global * p.o_seq_stride as usize, q_global)
-    } else {
-        let (b, q) = (q_global / p.seqlen_q as usize, q_global % p.seqlen_q as usize);
-        (b * p.o_batch_stride as usize + q * p.o_seq_stride as usize, b * p.lse_batch_stride as usize + q)
-    };
-    let out = p.o.ptr_mut().add(o_row + h * p.o_head_stride as usize + 4 * c);
-    for e in 0..4 {
-        *out.add(e) = (super::pack::<BF16>(acc[e], 0.0) & 0xffff) as u16;
+    store_merged::<BF16>(p, row_id, c, acc, *lse_slot, c == 0);
+}
+
+/// The named barrier of [`merge_in_split`], among the split launch's threads that stay (0 is
+/// `__syncthreads`', which the forward kernel uses).
+const MERGE_BARRIER: u32 = 1;
+
+/// The merge inside a split launch (`MERGE_IN_SPLIT`, module docs), called after the block
+/// stored its partial rows by its first `threads` threads (the others have left): counts the
+/// block's arrival on its row tile's counter, and if it arrived last, merges the tile's rows
+/// (`row_id(r)` for `r < rows`: the row's `h · total_q + q_global`, `None` past the
+/// sequence). Warp `w` computes the weights of every `warps`-th row, then the threads sum the
+/// columns of those rows, a (row, column) each.
+///
+/// Safety: `smem` is this block's shared memory, free of other uses, with room for
+/// [`merge_in_split_smem_floats`]`(threads)` floats; the host sized `split_counters` for the
+/// grid's row tiles, each at 0 before the launch.
+#[inline(always)]
+pub(super) unsafe fn merge_in_split<const BF16: bool>(p: &AttentionParams, rows: usize, threads: usize, smem: *mut f32, row_id: impl Fn(usize) -> Option<usize>) {
+    let tid = thread_idx_x() as usize;
+    // Every partial row of the block is stored (and the first word of shared memory free).
+    sync_named(MERGE_BARRIER, threads as u32);
+    let verdict = smem.cast::<u32>();
+    if tid == 0 {
+        let splits = p.splits;
+        let tile = block_idx_y() as usize * grid_dim_x() as usize + block_idx_x() as usize;
+        fence_gpu();
+        let arrived = arrive_wrapping_gpu(p.split_counters.ptr_mut().add(tile), splits - 1);
+        fence_gpu();
+        *verdict = (arrived == splits - 1) as u32;
     }
-    if p.flags & WRITE_LSE != 0 && tid == 0 {
-        *p.lse.ptr_mut().add(lse_at + h * p.lse_head_stride as usize) = lse;
+    sync_named(MERGE_BARRIER, threads as u32);
+    if *verdict == 0 {
+        return;
     }
+    let warps = threads / 32;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let weights = |slot: usize| smem.add(1 + slot * MAX_KV_SPLITS as usize);
+    let lses = smem.add(1 + warps * MAX_KV_SPLITS as usize);
+    let cols = p.dv as usize / 4;
+    let groups = merge_groups(p.dv as usize);
+    let mut first = 0;
+    while first < rows {
+        if first + warp < rows {
+            if let Some(id) = row_id(first + warp) {
+                let lse = row_weights(p, id, lane, weights(warp));
+                *lses.add(warp) = lse;
+            }
+        }
+        sync_named(MERGE_BARRIER, threads as u32);
+        let mut task = tid;
+        while task < warps * cols {
+            let (slot, c) = div_rem(task, cols);
+            if first + slot < rows {
+                if let Some(id) = row_id(first + slot) {
+                    let mut acc = group_sum(p, id, c, 0, groups, weights(slot));
+                    let mut g = 1;
+                    while g < groups {
+                        let part = group_sum(p, id, c, g, groups, weights(slot));
+                        for e in 0..4 {
+                            acc[e] += part[e];
+                        }
+                        g = opaque(g as u32 + 1) as usize;
+                    }
+                    store_merged::<BF16>(p, id, c, acc, *lses.add(slot), c == 0);
+                }
+            }
+            task = opaque((task + threads) as u32) as usize;
+        }
+        // The weights' slots are rewritten by the next rows.
+        sync_named(MERGE_BARRIER, threads as u32);
+        first = opaque((first + warps) as u32) as usize;
+    }
+}
+
+/// Floats of shared memory [`merge_in_split`] uses with `threads` threads: the verdict, then per
+/// warp a row's weights and its LSE.
+pub(super) const fn merge_in_split_smem_floats(threads: usize) -> usize {
+    1 + threads / 32 * (MAX_KV_SPLITS as usize + 1)
 }
 
 /// The table check (`CHECK_LAUNCH`, one block per sequence `b`): the sequence's key length

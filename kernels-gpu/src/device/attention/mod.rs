@@ -85,11 +85,14 @@
 //! With `splits > 1` (`gridDim.z`), block `z` takes an even share of the row tile's key tiles
 //! and writes its normalized partial output (f32) and log-sum-exp to a workspace; the merge
 //! kernel (`merge.rs`) combines the splits of each row by their LSEs, in split order, so a
-//! decode step gives the same bits on every run. Sinks are applied by the merge.
+//! decode step gives the same bits on every run. Sinks are applied by the merge. With
+//! `MERGE_IN_SPLIT` no merge launch follows: the last block of a row tile to store its
+//! partials merges the tile, in the same order (same bits).
 //!
 //! ## Paged K/V
 //! With `PAGED`, key `j` of sequence `b` is slot `j % page_size` of page
-//! `block_table[b][j / page_size]`; only the address of each copied row changes. A table (or
+//! `block_table[b][j / page_size]`; only the address of each copied row changes (with pages
+//! of whole key tiles, the tile's: one table entry per tile). A table (or
 //! a `seqlens_k`) in the caller's device memory, which the host never saw, is checked on the
 //! device: the copies clamp a page past the cache to its last page and a length past
 //! `seqlen_k` reads no keys, so nothing is read out of bounds, and a check launch before this
@@ -105,8 +108,8 @@ use super::ptx::{
 };
 use super::BUILD_CONFIG;
 use crate::abi::{attention_params_entry, AttentionParams};
-use crate::attention_config::{attention_config, matrix_path, AttentionDtype, AttentionHead, AttentionTileKind, MatrixPath, ATTENTION_SMEM_PAD};
-use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
+use crate::attention_config::{attention_config, matrix_path, merges_in_split, AttentionDtype, AttentionHead, AttentionTileKind, MatrixPath, ATTENTION_SMEM_PAD};
+use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, MERGE_IN_SPLIT, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
 
 const PAD: usize = ATTENTION_SMEM_PAD as usize;
 const LOG2E: f32 = core::f32::consts::LOG2_E;
@@ -454,7 +457,8 @@ fn softcap(x: f32, cap: f32, inv_cap: f32) -> f32 {
 /// `S_TILES = BK / KEY_SPLIT / 8` (a warp's keys of a tile), `O_TILES = DV / DV_SPLIT / 8`,
 /// `Q_FRAGS = K_STEPS` when Q stays in registers (else 1),
 /// `THREADS = 32 · ROW_WARPS · DV_SPLIT · KEY_SPLIT`: stable Rust cannot compute array lengths
-/// from const generics.
+/// from const generics. `MERGES_IN_SPLIT`: the code of the merge inside a split launch is
+/// compiled in ([`merges_in_split`]).
 ///
 /// Safety: the host validated every address the parameters describe.
 #[inline(always)]
@@ -478,6 +482,7 @@ unsafe fn forward<
     const O_TILES: usize,
     const Q_FRAGS: usize,
     const THREADS: usize,
+    const MERGES_IN_SPLIT: bool,
 >(
     p: &AttentionParams,
 ) {
@@ -568,12 +573,15 @@ unsafe fn forward<
     // The copy's inputs are hidden from the optimizer (`opaque`), so that each tile's row
     // addresses are computed when the tile is copied instead of once, before the main loop,
     // and kept live in registers the accumulators need.
-    let contiguous = vector && flags & PAGED == 0;
+    // Paged keys take it too where a page holds whole tiles (`page_size` a multiple of `BK`):
+    // a tile's keys are then consecutive slots of one page, found by one table entry.
+    let contiguous = vector && (flags & PAGED == 0 || p.page_size as usize % BK == 0);
     let load_tile = |tile: usize, stage: usize| {
         let j0 = tile * BK;
         let (k_base, v_base) = (opaque(p.k.ptr() as u64) as *const u16, opaque(p.v.ptr() as u64) as *const u16);
         if contiguous {
-            // The common case: one address per tile and tensor, a multiply-add per chunk.
+            // The common case: one address per tile and tensor (one table entry when paged), a
+            // multiply-add per chunk.
             let keys = (seq.len_k - j0).min(BK);
             let first_k = key_row(j0, k_base, p.k_batch_stride as usize, p.k_seq_stride as usize, p.k_head_stride as usize);
             let first_v = key_row(j0, v_base, p.v_batch_stride as usize, p.v_seq_stride as usize, p.v_head_stride as usize);
@@ -1009,6 +1017,31 @@ unsafe fn forward<
             }
         }
     }
+
+    // ---- The last split of a row tile merges it (`MERGE_IN_SPLIT`, merge.rs) ----
+    // The tile's rows are found again from the block's indices, hidden from the optimizer
+    // (`opaque`): none of the values above then stays live through the main loop for it,
+    // where the tightest tiles have no register to spare.
+    if MERGES_IN_SPLIT && split_mode && flags & MERGE_IN_SPLIT != 0 {
+        const { assert!(merge::merge_in_split_smem_floats(32 * ROW_WARPS * DV_SPLIT) * 4 <= 2 * (ROWS * DK + STAGES * BK * (DK + DV)), "the merge's floats fit in the launch's shared memory") };
+        let (x, y) = (opaque(block_idx_x()) as usize, opaque(block_idx_y()) as usize);
+        let heads_packed = p.heads_packed as usize;
+        let groups = p.heads_q as usize / heads_packed;
+        // (32-bit divisions, as above.)
+        let (b, group) = ((y as u32 / groups as u32) as usize, (y as u32 % groups as u32) as usize);
+        let seq = sequence(p, b);
+        let row0 = x * ROWS;
+        let row_id = |r: usize| {
+            let row = row0 + r;
+            (row < seq.len_q * heads_packed).then(|| {
+                let q = (row as u32 / heads_packed as u32) as usize;
+                let h = group * heads_packed + row - q * heads_packed;
+                let q_global = if flags & VARLEN != 0 { seq.q_start + q } else { b * p.seqlen_q as usize + q };
+                h * p.total_q as usize + q_global
+            })
+        };
+        merge::merge_in_split::<BF16>(p, ROWS, 32 * ROW_WARPS * DV_SPLIT, dynamic_smem(), row_id);
+    }
 }
 
 /// Defines the forward entry point of (`$head`, `$dtype`) with the build's config row and its
@@ -1054,6 +1087,7 @@ macro_rules! attention_entry {
                     { DV / T.dv_split as usize / 8 },
                     Q_FRAGS,
                     { T.threads() as usize },
+                    { merges_in_split(KIND, HEAD) },
                 >(&params)
             }
         );
