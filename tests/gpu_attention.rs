@@ -441,20 +441,56 @@ fn varlen_with_empty_and_single_token_sequences() {
     run(&gpu, &cases, &BOTH);
 }
 
-/// A paged cache: `pages` pages of `page_size`, the sequences' pages in random order.
+/// A paged decode step: `pages` pages of `page_size`, the sequences' pages in random order.
 #[allow(clippy::too_many_arguments)]
-fn paged_case(name: &str, batch: usize, lens: Vec<u32>, page_size: usize, heads_q: usize, heads_k: usize, (dk, dv): (usize, usize), rng: &mut StdRng) -> Case {
+fn paged_case(name: &str, batch: usize, lens: Vec<u32>, page_size: usize, heads_q: usize, heads_k: usize, dims: (usize, usize), rng: &mut StdRng) -> Case {
+    paged_queries_case(name, batch, 1, lens, page_size, heads_q, heads_k, dims, rng)
+}
+
+/// `seqlen_q` queries per sequence (a chunked prefill when more than one) over a paged cache,
+/// as [`paged_case`].
+#[allow(clippy::too_many_arguments)]
+fn paged_queries_case(name: &str, batch: usize, seqlen_q: usize, lens: Vec<u32>, page_size: usize, heads_q: usize, heads_k: usize, (dk, dv): (usize, usize), rng: &mut StdRng) -> Case {
     let pages_per_seq = (*lens.iter().max().unwrap() as usize).div_ceil(page_size);
     let pages = batch * pages_per_seq + 3;
     let mut ids: Vec<u32> = (0..pages as u32).collect();
     ids.shuffle(rng);
     let table = ids[..batch * pages_per_seq].to_vec();
     let longest = *lens.iter().max().unwrap() as usize;
-    let desc = Attention::new(batch, 1, longest, heads_q, heads_k, dk)
+    let desc = Attention::new(batch, seqlen_q, longest, heads_q, heads_k, dk)
         .head_dim_v(dv)
         .paged(PagedKv { page_size, pages, pages_per_seq, block_table: table, seqlens_k: Some(lens) })
         .with_lse();
     Case::new(name, desc)
+}
+
+/// Pages shorter than a key tile: vLLM's 16 keys, mistral.rs's 32, and 8. The decode tiles
+/// take the short-page copy there (the tile's table entries read once, a lane each, and shared
+/// by shuffles): every decode head group is run (passes of whole rows at heads 64, 128 and 256,
+/// chunk by chunk at 96 and 576/512), against the f64 reference on every config; sequence
+/// lengths end inside a page and inside a tile, and one sequence has a single key. Beside
+/// them, the row-by-row copy: a chunked prefill (causal and not: the prefill tiles copy short
+/// pages row by row), and page sizes that no tile copies in runs: 48 (not a power of two) and
+/// 2 (more pages per 64-key tile than a warp has lanes).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn short_pages_match_the_reference() {
+    let gpu = gpu();
+    let mut rng = rng("short pages");
+    let mut cases = Vec::new();
+    for page in [8, 16, 32, 48, 2] {
+        let heads: &[(usize, usize)] = if matches!(page, 16 | 32) { &[(64, 64), (96, 96), (128, 128), (256, 256), (576, 512)] } else { &[(128, 128)] };
+        for &(dk, dv) in heads {
+            let (heads_q, heads_k) = if dk == 576 { (16, 1) } else { (8, 2) };
+            cases.push(paged_case(&format!("paged decode {dk}/{dv}, page {page}"), 3, vec![1, 333, 1000], page, heads_q, heads_k, (dk, dv), &mut rng));
+        }
+        let mut prefill = paged_queries_case(&format!("paged chunked prefill 128, page {page}"), 2, 70, vec![70, 901], page, 8, 2, (128, 128), &mut rng);
+        cases.push(prefill.clone());
+        prefill.desc = prefill.desc.causal();
+        prefill.name = format!("paged chunked prefill 128, causal, page {page}");
+        cases.push(prefill);
+    }
+    run(&gpu, &cases, &BOTH);
 }
 
 #[test]

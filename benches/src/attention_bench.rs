@@ -31,12 +31,20 @@ pub struct AttentionShape {
     /// Splits forced on a decode launch (the split sweep, which measures the split rule);
     /// `None`: the plan's choice.
     pub splits: Option<usize>,
-    /// Paged K/V ([`PAGED_PAGE_SIZE`]-token pages, the sequences' pages interleaved in the
-    /// cache), its block table on the host or the device; `None`: contiguous K/V.
-    pub paged: Option<TableSource>,
+    /// Paged K/V (the sequences' pages interleaved in the cache); `None`: contiguous K/V.
+    pub paged: Option<PagedShape>,
     /// The split launch merges its own splits ([`Attention::merge_in_split`]) instead of a merge
     /// launch following it.
     pub merge_in_split: bool,
+}
+
+/// A paged shape's cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagedShape {
+    /// Where the block table lives.
+    pub table: TableSource,
+    /// Tokens per page.
+    pub page_size: usize,
 }
 
 /// Where a paged shape's block table lives.
@@ -48,8 +56,12 @@ pub enum TableSource {
     Device,
 }
 
-/// Tokens per page of the paged rows (vLLM's and mistral.rs's caches use 16 to 256).
-pub const PAGED_PAGE_SIZE: usize = 64;
+/// Tokens per page of the paged rows: vLLM's default (16), mistral.rs's (32), and 64, which
+/// holds whole key tiles of every decode tile (each path of the tile copy, `device/attention`).
+pub const PAGED_PAGE_SIZES: [usize; 3] = [16, 32, 64];
+
+/// The page size at which the host-table rows are timed beside the device-table rows.
+pub const HOST_TABLE_PAGE_SIZE: usize = 64;
 
 /// The group of the paged rows (ours only: PyTorch's SDPA has no paged K/V).
 pub const PAGED_DECODE: &str = "paged decode";
@@ -65,20 +77,21 @@ impl AttentionShape {
         let d = d.merge_in_split(self.merge_in_split);
         match self.paged {
             None => d,
-            Some(source) => {
-                let pages_per_seq = self.seqlen_k.div_ceil(PAGED_PAGE_SIZE);
-                let table = match source {
+            Some(paged) => {
+                let pages_per_seq = self.seqlen_k.div_ceil(paged.page_size);
+                let table = match paged.table {
                     TableSource::Host => self.block_table(),
                     TableSource::Device => Vec::new(),
                 };
-                d.paged(PagedKv { block_table: table, ..PagedKv::on_device(PAGED_PAGE_SIZE, self.batch * pages_per_seq, pages_per_seq) })
+                d.paged(PagedKv { block_table: table, ..PagedKv::on_device(paged.page_size, self.batch * pages_per_seq, pages_per_seq) })
             }
         }
     }
     /// The block table of a paged shape: sequence `b`'s page `i` is `i · batch + b`, so that
-    /// each sequence's pages are spread over the cache.
+    /// each sequence's pages are spread over the cache (empty for a contiguous shape).
     pub fn block_table(&self) -> Vec<u32> {
-        let pages_per_seq = self.seqlen_k.div_ceil(PAGED_PAGE_SIZE);
+        let Some(paged) = self.paged else { return Vec::new() };
+        let pages_per_seq = self.seqlen_k.div_ceil(paged.page_size);
         (0..self.batch).flat_map(|b| (0..pages_per_seq).map(move |i| (i * self.batch + b) as u32)).collect::<Vec<_>>()
     }
     pub fn label(&self) -> String {
@@ -95,9 +108,9 @@ impl AttentionShape {
             self.dtype.name(),
             self.splits.map_or(String::new(), |n| format!(" splits {n}")),
             match self.paged {
-                None => "",
-                Some(TableSource::Host) => " paged host",
-                Some(TableSource::Device) => " paged device",
+                None => String::new(),
+                Some(PagedShape { table: TableSource::Host, page_size }) => format!(" paged host, page {page_size}"),
+                Some(PagedShape { table: TableSource::Device, page_size }) => format!(" paged device, page {page_size}"),
             },
             if self.merge_in_split { " merged in split" } else { "" }
         )
@@ -158,11 +171,14 @@ pub fn shapes() -> Vec<AttentionShape> {
     for dtype in AttentionDtype::ALL {
         v.push(s("prefill", "llama.cpp prefill", 1, 512, 20000, 32, 2, 256, false, dtype));
     }
-    // Paged decode, its block table on the host (uploaded per call) or on the device (checked
-    // by the check launch, capturable): what the device tables cost beside contiguous K/V.
+    // Paged decode beside contiguous K/V, at each page size (each takes its own path of the
+    // tile copy), the block table on the device (checked by the check launch, capturable);
+    // and once on the host (uploaded per call), for what the device tables cost.
     for (batch, kv) in [(1, 16384), (16, 8192)] {
-        for source in [TableSource::Host, TableSource::Device] {
-            v.push(AttentionShape { paged: Some(source), ..s("decode", PAGED_DECODE, batch, 1, kv, 32, 8, 128, false, AttentionDtype::F16) });
+        let paged = |table, page_size| AttentionShape { paged: Some(PagedShape { table, page_size }), ..s("decode", PAGED_DECODE, batch, 1, kv, 32, 8, 128, false, AttentionDtype::F16) };
+        v.push(paged(TableSource::Host, HOST_TABLE_PAGE_SIZE));
+        for page_size in PAGED_PAGE_SIZES {
+            v.push(paged(TableSource::Device, page_size));
         }
     }
     // The decode shapes again, their split launches merging their own splits.
@@ -350,11 +366,11 @@ fn bench_typed<T: AttentionElement + Copy>(kernels: &Cukernels, stream: &Arc<Cud
     let (q, k, v) = (fill(n.q, 1), fill(n.k, 2), fill(n.v, 3));
     let mut o: CudaSlice<T> = stream.clone_htod(&vec![from_f32(0.0); n.o]).unwrap();
     let plan = d.plan(T::DTYPE, &d.placeholder_buffers().unwrap(), kernels.attention_config(), kernels.sm_count()).unwrap();
-    let table: Option<CudaSlice<u32>> = (s.paged == Some(TableSource::Device)).then(|| stream.clone_htod(&s.block_table()).unwrap());
+    let table: Option<CudaSlice<u32>> = s.paged.is_some_and(|p| p.table == TableSource::Device).then(|| stream.clone_htod(&s.block_table()).unwrap());
     let extras = || AttentionExtras { tables: DeviceTables { block_table: table.as_ref(), ..DeviceTables::default() }, ..AttentionExtras::default() };
     let t = per_launch_timing(stream, samples, || kernels.attention(stream, &d, &q, &k, &v, &mut o, extras()).unwrap());
     // (Host tables are uploaded by every call, which a graph cannot replay.)
-    let capturable = s.kind == "decode" && s.paged != Some(TableSource::Host);
+    let capturable = s.kind == "decode" && !s.paged.is_some_and(|p| p.table == TableSource::Host);
     let graph_ms = capturable.then(|| per_graph_ms(stream, samples, t.inner, || kernels.attention(stream, &d, &q, &k, &v, &mut o, extras()).map_err(|e| e.to_string()))).flatten();
     if table.is_some() {
         kernels.attention_table_error(stream).unwrap_or_else(|e| panic!("{}: {e}", s.label()));

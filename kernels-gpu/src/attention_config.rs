@@ -646,14 +646,32 @@ pub const fn merges_in_split(kind: AttentionTileKind, head: AttentionHead) -> bo
     matches!(kind, AttentionTileKind::Decode) && !matches!(head, AttentionHead::D80 | AttentionHead::D112 | AttentionHead::D320V256)
 }
 
-/// Threads of the merge kernel (one block per output row, see `device/attention/merge.rs`):
-/// one per split for the weights ([`MAX_KV_SPLITS`] at most), and at `D_v` 128 eight groups of
-/// one thread per 16-byte column, so that eight splits' loads are in flight per column.
+/// Whether the `kind` entry points copy paged keys through the short-page path (pages of a
+/// power of two shorter than the key tile, such as vLLM's 16 and mistral.rs's 32 keys: the
+/// tile's table entries read once, a lane each, and shared by shuffles; see
+/// `device/attention/mod.rs`). The decode tiles do: a decode step is bound by its copies, and
+/// reading each key row's table entry before its copy made paged decode 3.8x slower than
+/// contiguous K/V on the H200. The prefill tiles keep the row-by-row copy: each of their key
+/// tiles serves 64 to 128 query rows, which spreads its cost, and the path's code in every
+/// prefill entry point would take the package past its size budget (`tests/cpu_artifacts.rs`).
+pub const fn copies_short_pages(kind: AttentionTileKind) -> bool {
+    matches!(kind, AttentionTileKind::Decode)
+}
+
+/// Threads of the merge launch (one block per output row, see `device/attention/merge.rs`):
+/// its first warp computes the row's split weights, then thread `(g, c)` sums group `g` of the
+/// splits of 16-byte column `c` (`merge_groups`): at `D_v` 128 eight groups, so that eight
+/// splits' loads are in flight per column.
 pub const MERGE_THREADS: u32 = 256;
 
-/// Shared memory of the merge kernel, bytes: the splits' weights, one float per warp for the
-/// block reductions, and each thread's four column sums.
-pub const MERGE_SMEM_BYTES: u32 = 4 * (MAX_KV_SPLITS + MERGE_THREADS / 32 + 4 * MERGE_THREADS);
+/// Floats of the merge launch's shared memory between the weights and the column sums: the
+/// row's log-sum-exp, padded so that the column sums (16-byte vectors) stay 16-byte aligned.
+pub const MERGE_LSE_FLOATS: u32 = 4;
+
+/// Shared memory of the merge launch, bytes: the splits' weights, the row's log-sum-exp
+/// ([`MERGE_LSE_FLOATS`]) and each thread's four column sums.
+pub const MERGE_SMEM_BYTES: u32 = 4 * (MAX_KV_SPLITS + MERGE_LSE_FLOATS + 4 * MERGE_THREADS);
+const _: () = assert!((MAX_KV_SPLITS + MERGE_LSE_FLOATS) % 4 == 0, "the merge's column sums are 16-byte aligned");
 
 /// Calls `$callback!` with every attention entry point: (name, head, dtype) for the forward
 /// kernels with the prefill tiles, then with the decode tiles, then with the plain prefill

@@ -15,7 +15,7 @@
 //! One source for both sides means the tile sizes the host launches with are, by construction,
 //! the tile sizes the kernels were compiled with.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, core_intrinsics, gpu_intrinsics))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, core_intrinsics, gpu_intrinsics, stmt_expr_attributes))]
 // The rust-cuda backend (`cukernels_backend = "nvvm"`, scripts/rust-cuda-build.sh) pins an
 // older nightly without this intrinsic; it declares the dynamic shared memory itself.
 #![cfg_attr(all(target_arch = "nvptx64", not(cukernels_backend = "nvvm")), feature(gpu_launch_sized_workgroup_mem))]
@@ -36,7 +36,7 @@ pub use abi::{AttentionParams, GlobalPtr, MoeParams, SgemmParams};
 pub use arch::{Arch, ArchLimits};
 pub use attention_config::{
     attention_config, attention_kernel_index, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionKernel, AttentionTile, AttentionTileKind, MatrixPath,
-    ATTENTION_CONFIGS, ATTENTION_KERNELS, ATTENTION_SMEM_PAD, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES, merges_in_split,
+    ATTENTION_CONFIGS, ATTENTION_KERNELS, ATTENTION_SMEM_PAD, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES, copies_short_pages, merges_in_split,
 };
 pub use family::{ArtifactKind, Compiler, KernelFamily, KernelSpec};
 pub use moe_config::{

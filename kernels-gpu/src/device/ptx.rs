@@ -347,6 +347,16 @@ pub fn prefetch_global_l2(ptr: *const u8) {
     unsafe { asm!("prefetch.global.L2 [{a}];", a = in(reg64) ptr, options(nostack, readonly, preserves_flags)) };
 }
 
+/// Asks `ptxas` not to unroll the loop whose body this opens (`.pragma "nounroll"`, which
+/// PTX allows in a loop's header block), where code size matters more than a few instructions
+/// of loop overhead. ptxas sees through [`opaque`] (a `mov`), so a loop whose step LLVM was
+/// kept from unrolling may still be unrolled there.
+#[inline(always)]
+pub fn no_unroll() {
+    // SAFETY: a compiler directive; no instruction, no memory access.
+    unsafe { asm!(".pragma \"nounroll\";", options(nomem, nostack, preserves_flags)) };
+}
+
 /// Returns `x` unchanged, hidden from the optimizer. An `asm!` without `pure` counts as having
 /// side effects, so LLVM neither hoists it out of a loop nor merges two of them. Used on loop
 /// inputs of address arithmetic: the few integer instructions are then recomputed each k-step

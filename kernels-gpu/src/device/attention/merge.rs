@@ -44,13 +44,12 @@ use super::super::ptx::{
     sync_threads, thread_idx_x, wait_for_prerequisite_grid,
 };
 use crate::abi::AttentionParams;
-use crate::attention_config::{MAX_KV_SPLITS, MERGE_THREADS};
+use crate::attention_config::{MAX_KV_SPLITS, MERGE_LSE_FLOATS, MERGE_THREADS};
 use crate::attention_flags::{CHECK_LAUNCH, KEY_LENGTHS, PAGED, SINKS, VARLEN, WRITE_LSE};
 use crate::attention_table_error::{KEY_LENGTH_TOO_LONG, PAGE_OUT_OF_RANGE};
 use core::sync::atomic::Ordering;
 
 const THREADS: usize = MERGE_THREADS as usize;
-const WARPS: usize = THREADS / 32;
 
 /// e^x in f32 (`ex2` of `x·log2 e`).
 #[inline(always)]
@@ -201,7 +200,7 @@ pub(super) unsafe fn merge<const BF16: bool>(p: &AttentionParams) {
     let row_id = block_idx_x() as usize;
     let tid = thread_idx_x() as usize;
     let smem = dynamic_smem();
-    let (weights, lse_slot, columns) = (smem, smem.add(MAX_KV_SPLITS as usize), smem.add(MAX_KV_SPLITS as usize + WARPS));
+    let (weights, lse_slot, columns) = (smem, smem.add(MAX_KV_SPLITS as usize), smem.add((MAX_KV_SPLITS + MERGE_LSE_FLOATS) as usize));
     if tid < 32 {
         let lse = row_weights(p, row_id, tid, weights);
         *lse_slot = lse;

@@ -91,8 +91,12 @@
 //!
 //! ## Paged K/V
 //! With `PAGED`, key `j` of sequence `b` is slot `j % page_size` of page
-//! `block_table[b][j / page_size]`; only the address of each copied row changes (with pages
-//! of whole key tiles, the tile's: one table entry per tile). A table (or
+//! `block_table[b][j / page_size]`; only the address of each copied row changes. Pages of
+//! whole key tiles take one table entry per tile (the tile is one run of a page); in the decode
+//! tiles, pages of a power of two shorter than the tile (16 or 32 keys) read the tile's entries
+//! once, a lane of each warp per page, and every copied row takes its page from that lane by a
+//! shuffle ([`copy_short_pages_tile`]); other page sizes, and short pages in the prefill tiles
+//! (`copies_short_pages`), read an entry per row. A table (or
 //! a `seqlens_k`) in the caller's device memory, which the host never saw, is checked on the
 //! device: the copies clamp a page past the cache to its last page and a length past
 //! `seqlen_k` reads no keys, so nothing is read out of bounds, and a check launch before this
@@ -102,13 +106,13 @@ mod merge;
 
 use super::ptx::{
     allow_dependent_launch, ballot, block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32,
-    fence_proxy_async_shared, fma, ldmatrix_x4, ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2,
+    fence_proxy_async_shared, fma, ldmatrix_x4, ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, no_unroll, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2,
     pack_f16x2, rcp, shared_address, shfl_idx, shfl_xor_f32, sync_threads, thread_idx_x, wgmma_commit, wgmma_descriptor_sw128, wgmma_fence, wgmma_hold,
     wgmma_rs, wgmma_ss, wgmma_wait,
 };
 use super::BUILD_CONFIG;
 use crate::abi::{attention_params_entry, AttentionParams};
-use crate::attention_config::{attention_config, matrix_path, merges_in_split, AttentionDtype, AttentionHead, AttentionTileKind, MatrixPath, ATTENTION_SMEM_PAD};
+use crate::attention_config::{attention_config, copies_short_pages, matrix_path, merges_in_split, AttentionDtype, AttentionHead, AttentionTileKind, MatrixPath, ATTENTION_SMEM_PAD};
 use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, MERGE_IN_SPLIT, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
 
 const PAD: usize = ATTENTION_SMEM_PAD as usize;
@@ -395,21 +399,87 @@ unsafe fn copy_key_tile<const BK: usize, const D: usize, const THREADS: usize>(c
                 from = first.wrapping_add(r * seq_stride + c * 8);
             }
             let inside = (r as u32) < keys as u32;
-            let source = if inside { from } else { first };
-            let to = dst.offset(chunk_offset::<D>(core, BK, r, c));
-            if HAS_CP_ASYNC {
-                cp_async_16(to.addr, source.cast(), if inside { 16 } else { 0 });
-            } else {
-                // Always a load (from a row that exists), then a mask: a select between two
-                // 16-byte values would go through local memory.
-                let loaded = *source.cast::<Chunk>();
-                let keep = if inside { u32::MAX } else { 0 };
-                *to.ptr.cast::<Chunk>() = Chunk(loaded.0.map(|word| word & keep));
-            }
+            copy_key_chunk(dst.offset(chunk_offset::<D>(core, BK, r, c)), if inside { from } else { first }, inside);
         }
         if whole_rows {
             from = from.wrapping_add(rows_per_pass * seq_stride);
         }
+    }
+}
+
+/// One 16-byte chunk of a key tile from `source` to `to`, or zeros where the key is not
+/// `inside` the sequence (then `source` is any readable chunk: with `cp.async` a source size
+/// of 0 reads nothing, and no branch sits in the copy).
+///
+/// Safety: `source` has 16 readable bytes, 16-byte aligned; `to` is this block's shared memory.
+#[inline(always)]
+unsafe fn copy_key_chunk(to: Shared, source: *const u16, inside: bool) {
+    if HAS_CP_ASYNC {
+        cp_async_16(to.addr, source.cast(), if inside { 16 } else { 0 });
+    } else {
+        // Always a load (from a row that exists), then a mask: a select between two 16-byte
+        // values would go through local memory.
+        let loaded = *source.cast::<Chunk>();
+        let keep = if inside { u32::MAX } else { 0 };
+        *to.ptr.cast::<Chunk>() = Chunk(loaded.0.map(|word| word & keep));
+    }
+}
+
+/// Most pages one key tile may span on the short-page path ([`copy_short_pages_tile`]): one
+/// table entry per lane of a warp.
+const SHORT_PAGES_PER_TILE: usize = 32;
+
+/// Copies a K or V tile of `BK` keys from a paged cache whose pages are shorter than the tile
+/// (`page_size = 1 << page_shift` divides `BK`, so the tile spans `BK >> page_shift` ≤
+/// [`SHORT_PAGES_PER_TILE`] whole pages: vLLM's pages of 16 keys, mistral.rs's of 32). The
+/// caller read the tile's page table once, lane `l` of every warp holding the tile's page `l`
+/// (`lane_page`, a page number; any page that exists for a lane past the tile's keys). Each
+/// chunk's row `r` then takes its page from lane `r >> page_shift` by a shuffle, and sits in
+/// slot `r % page_size` of it: no table load, and no division, stands between a chunk and its
+/// `cp.async`. (Before, every row read its own table entry, through a 64-bit division, and
+/// each copy waited on that load: paged decode ran at a quarter of the contiguous speed.)
+/// `page_base` is page 0's address of this tensor and KV head, `page_stride` the elements from
+/// one page to the next. Thread `i` copies chunk `i % (D/8)` of row `i / (D/8)`, then
+/// `THREADS` chunks further, as in [`copy_key_tile`].
+///
+/// Safety: every page a lane holds is in the cache, whose pages have `page_size` rows of `D`
+/// readable elements, 16-byte aligned; rows `0 .. keys` (1 to `BK`) are the sequence's; `dst`
+/// holds `BK × (D + PAD)` elements of this block's shared memory; the warp's 32 lanes are
+/// converged (the shuffles).
+#[inline(always)]
+unsafe fn copy_short_pages_tile<const BK: usize, const D: usize, const THREADS: usize>(
+    core: bool,
+    dst: Shared,
+    lane_page: u32,
+    page_shift: u32,
+    page_base: *const u16,
+    page_stride: usize,
+    seq_stride: usize,
+    keys: usize,
+) {
+    const { assert!(BK.is_power_of_two() && THREADS % 32 == 0) };
+    let chunks_per_row = D / 8;
+    let chunks = BK * chunks_per_row;
+    let tid = opaque(thread_idx_x()) as usize;
+    let slot_mask = (1u32 << page_shift) - 1;
+    // A loop, not unrolled (by LLVM: its step hidden by `opaque`; by ptxas: `no_unroll`):
+    // unrolled at each of the tile loads of every entry point, these passes added a fifth to
+    // the package's cubins.
+    let mut pass = 0;
+    while pass < chunks.div_ceil(THREADS) {
+        no_unroll();
+        let i = tid + pass * THREADS;
+        // (32-bit arithmetic: a tile holds a few thousand chunks.)
+        let (r, c) = ((i as u32 / chunks_per_row as u32) as usize, (i as u32 % chunks_per_row as u32) as usize);
+        // Every lane shuffles, also one past the tile's chunks in a last partial pass.
+        let page = shfl_idx(lane_page, (r as u32 >> page_shift) % SHORT_PAGES_PER_TILE as u32) as usize;
+        if chunks % THREADS == 0 || i < chunks {
+            // A row past the sequence still has an address in the cache (a slot of some
+            // lane's page), so its zero-fill reads nothing out of bounds.
+            let from = page_base.wrapping_add(page * page_stride + (r as u32 & slot_mask) as usize * seq_stride + c * 8);
+            copy_key_chunk(dst.offset(chunk_offset::<D>(core, BK, r, c)), from, (r as u32) < keys as u32);
+        }
+        pass = opaque(pass as u32 + 1) as usize;
     }
 }
 
@@ -446,6 +516,25 @@ unsafe fn sequence(p: &AttentionParams, b: usize) -> Sequence {
     Sequence { q_start, len_q, k_start, len_k }
 }
 
+/// Row `row` of a row tile as (query position, query head): a block's rows take the
+/// `heads_packed` query heads of head group `group` (one KV head's, for decode tiles; a single
+/// head for prefill tiles) for each query position in turn.
+#[inline(always)]
+fn packed_row(row: u32, heads_packed: u32, group: usize) -> (usize, usize) {
+    let q = row / heads_packed;
+    (q as usize, group * heads_packed as usize + (row - q * heads_packed) as usize)
+}
+
+/// Where query `q` of sequence `b`, head `h`, sits among all of the launch's rows:
+/// `h · total_q + q_global`, with `q_global` its row in the packed varlen tensor (else
+/// `b · seqlen_q + q`). Split launches store their partial rows, and both merges find them,
+/// by this index.
+#[inline(always)]
+fn launch_row_id(p: &AttentionParams, flags: u32, seq: &Sequence, b: usize, q: usize, h: usize) -> usize {
+    let q_global = if flags & VARLEN != 0 { seq.q_start + q } else { b * p.seqlen_q as usize + q };
+    h * p.total_q as usize + q_global
+}
+
 /// `cap · tanh(x / cap)` from `ex2` (`tanh.approx` is sm_75+): `tanh y = 1 − 2 / (e^{2y} + 1)`.
 #[inline(always)]
 fn softcap(x: f32, cap: f32, inv_cap: f32) -> f32 {
@@ -458,7 +547,8 @@ fn softcap(x: f32, cap: f32, inv_cap: f32) -> f32 {
 /// `Q_FRAGS = K_STEPS` when Q stays in registers (else 1),
 /// `THREADS = 32 · ROW_WARPS · DV_SPLIT · KEY_SPLIT`: stable Rust cannot compute array lengths
 /// from const generics. `MERGES_IN_SPLIT`: the code of the merge inside a split launch is
-/// compiled in ([`merges_in_split`]).
+/// compiled in ([`merges_in_split`]). `SHORT_PAGES`: so is the short-page copy
+/// ([`copies_short_pages`]).
 ///
 /// Safety: the host validated every address the parameters describe.
 #[inline(always)]
@@ -483,6 +573,7 @@ unsafe fn forward<
     const Q_FRAGS: usize,
     const THREADS: usize,
     const MERGES_IN_SPLIT: bool,
+    const SHORT_PAGES: bool,
 >(
     p: &AttentionParams,
 ) {
@@ -547,12 +638,7 @@ unsafe fn forward<
     // Global address of row `r` of the block (None past the sequence).
     let row_at = |r: usize| -> Option<(usize, usize)> {
         let row = (row0 + r) as u32;
-        if row < rows as u32 {
-            let q = row / p.heads_packed;
-            Some((q as usize, group * heads_packed + (row - q * p.heads_packed) as usize))
-        } else {
-            None
-        }
+        (row < rows as u32).then(|| packed_row(row, p.heads_packed, group))
     };
     let q_batch = if flags & VARLEN != 0 { 0 } else { b * p.q_batch_stride as usize };
     copy_rows::<ROWS, DK, THREADS>(core, q_smem, vector, |r| {
@@ -576,9 +662,30 @@ unsafe fn forward<
     // Paged keys take it too where a page holds whole tiles (`page_size` a multiple of `BK`):
     // a tile's keys are then consecutive slots of one page, found by one table entry.
     let contiguous = vector && (flags & PAGED == 0 || p.page_size as usize % BK == 0);
-    let load_tile = |tile: usize, stage: usize| {
+    // Pages shorter than a tile, a power of two that divides it, take the short-page copy:
+    // the tile's table entries read once, a lane each, and shared by shuffles.
+    let short_pages = SHORT_PAGES && vector && flags & PAGED != 0 && p.page_size.is_power_of_two() && p.page_size < BK as u32 && p.page_size as usize * SHORT_PAGES_PER_TILE >= BK;
+    // (Inlined at each call: as a function of its own it would take its captures through
+    // local memory.)
+    let load_tile = #[inline(always)]
+    |tile: usize, stage: usize| {
         let j0 = tile * BK;
         let (k_base, v_base) = (opaque(p.k.ptr() as u64) as *const u16, opaque(p.v.ptr() as u64) as *const u16);
+        if short_pages {
+            let keys = (seq.len_k - j0).min(BK);
+            let page_shift = p.page_size.trailing_zeros();
+            // Lane `l` reads the tile's page `l`; a lane past the tile's keys reads its first
+            // page (which exists), never a table entry past the sequence's.
+            let lane = thread_idx_x() % 32;
+            let page_in_tile = if (lane << page_shift) < keys as u32 { lane as usize } else { 0 };
+            let column = b * p.block_table_stride as usize + (j0 >> page_shift) + page_in_tile;
+            let lane_page = (*p.block_table.ptr().add(column)).min(p.last_page);
+            let k_page0 = k_base.wrapping_add(kv_head * p.k_head_stride as usize);
+            let v_page0 = v_base.wrapping_add(kv_head * p.v_head_stride as usize);
+            copy_short_pages_tile::<BK, DK, THREADS>(Wgmma::<PATH>::CORE, k_smem(stage).opaque(), lane_page, page_shift, k_page0, p.k_batch_stride as usize, opaque(p.k_seq_stride) as usize, keys);
+            copy_short_pages_tile::<BK, DV, THREADS>(Wgmma::<PATH>::CORE, v_smem(stage).opaque(), lane_page, page_shift, v_page0, p.v_batch_stride as usize, opaque(p.v_seq_stride) as usize, keys);
+            return;
+        }
         if contiguous {
             // The common case: one address per tile and tensor (one table entry when paged), a
             // multiply-add per chunk.
@@ -611,7 +718,20 @@ unsafe fn forward<
     // in the first), and every iteration issues one more. With one stage, each tile is copied
     // (and waited for) before it is computed.
     let prefetch = HAS_CP_ASYNC && STAGES > 1;
-    if prefetch {
+    if prefetch && SHORT_PAGES {
+        // A loop, not unrolled (`opaque` step, `no_unroll`), where the tile copy has all three
+        // paths: one copy of it here serves every prologue tile. (The prefill tiles keep the
+        // unrolled prologue: the loop cost one of them, 192/128 on sm_100, 4 bytes of spill.)
+        let mut s = 0;
+        while s < STAGES - 1 {
+            no_unroll();
+            if my_lo + s < my_hi {
+                load_tile(my_lo + s, s);
+            }
+            cp_async_commit();
+            s = opaque(s as u32 + 1) as usize;
+        }
+    } else if prefetch {
         for s in 0..STAGES - 1 {
             if my_lo + s < my_hi {
                 load_tile(my_lo + s, s);
@@ -984,9 +1104,8 @@ unsafe fn forward<
             } else {
                 (0.0, f32::NEG_INFINITY)
             };
-            let q_global = if flags & VARLEN != 0 { seq.q_start + q } else { b * p.seqlen_q as usize + q };
             if split_mode {
-                let row_id = h * p.total_q as usize + q_global;
+                let row_id = launch_row_id(p, flags, &seq, b, q, h);
                 let slot = split * p.heads_q as usize * p.total_q as usize + row_id;
                 let out = p.partial_o.ptr_mut().add(slot * DV);
                 for ot in 0..O_TILES {
@@ -1034,10 +1153,8 @@ unsafe fn forward<
         let row_id = |r: usize| {
             let row = row0 + r;
             (row < seq.len_q * heads_packed).then(|| {
-                let q = (row as u32 / heads_packed as u32) as usize;
-                let h = group * heads_packed + row - q * heads_packed;
-                let q_global = if flags & VARLEN != 0 { seq.q_start + q } else { b * p.seqlen_q as usize + q };
-                h * p.total_q as usize + q_global
+                let (q, h) = packed_row(row as u32, heads_packed as u32, group);
+                launch_row_id(p, flags, &seq, b, q, h)
             })
         };
         merge::merge_in_split::<BF16>(p, ROWS, 32 * ROW_WARPS * DV_SPLIT, dynamic_smem(), row_id);
@@ -1088,6 +1205,7 @@ macro_rules! attention_entry {
                     Q_FRAGS,
                     { T.threads() as usize },
                     { merges_in_split(KIND, HEAD) },
+                    { copies_short_pages(KIND) },
                 >(&params)
             }
         );
