@@ -533,8 +533,8 @@ fn merge_in_split_matches_the_reference() {
     cases.push(paged_case("paged decode, page 64", 3, vec![1, 700, 2500], 64, 8, 2, (128, 128), &mut rng));
     cases.push(paged_case("paged decode 576/512 (MLA)", 2, vec![300, 1000], 64, 16, 1, (576, 512), &mut rng));
     cases.push(Case::new("decode 1×16384, GQA 4, head 128 (chosen splits)", Attention::new(1, 1, 16384, 32, 8, 128).with_lse()));
-    // Many rows and splits: the merging block takes its 16 rows a warp each in several passes,
-    // and each column's splits in several rounds of loads (16 groups at head 64, 4 at 256).
+    // Many rows and splits: the merging block takes its 16 rows in several passes, and each
+    // column sums 40 splits over its groups (16 groups at head 64, 4 at 256).
     cases.push(Case::new("decode 1×5000, GQA 16, head 64, 40 splits", Attention::new(1, 1, 5000, 16, 1, 64).splits(40).with_lse()));
     cases.push(Case::new("decode 1×5000, GQA 16, head 256, 40 splits", Attention::new(1, 1, 5000, 32, 2, 256).splits(40).with_lse()));
     for case in &mut cases {
