@@ -95,7 +95,7 @@ def main():
     for row in rows:
         # Ours with forced splits, paged K/V (SDPA has none) or the merge in the split launch
         # (the same shapes have their baselines in the decode groups): no baseline.
-        if row["group"] in ("decode split sweep", "paged decode", "decode merge in split"):
+        if row["group"] in ("decode split sweep", "paged decode"):
             out.append(row)
             continue
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):

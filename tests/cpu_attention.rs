@@ -249,32 +249,6 @@ fn device_tables_replace_the_host_arrays() {
 /// The split workspace a handle owns holds the partial results of the decode splits the rule
 /// picks on the H200 (one and 16 sequences, every head size, GQA 1 to 16, 1 to 16 query
 /// positions), so that decode steps allocate nothing; a launch without a split needs none.
-/// `Attention::merge_in_split` asks the split launch to merge its own splits: the plan says so
-/// (`MERGE_IN_SPLIT`) where the entry point has the merge's code (decode tiles but heads 80,
-/// 112 and 320/256) and the launch splits; never by default, without a split, or on a prefill
-/// tile. The flag is the kernel's only sign, so each case is read from it.
-#[test]
-fn the_split_launch_merges_itself_only_where_asked_and_compiled() {
-    use cukernels::attention_flags::{MERGE_IN_SPLIT, SPLIT};
-    let flags = |d: &Attention| {
-        let p = plan(d).unwrap();
-        (p.kind, p.splits, p.params.flags & (SPLIT | MERGE_IN_SPLIT))
-    };
-    let decode = |dk: usize, dv: usize| Attention::new(1, 1, 16384, 32, 8, dk).head_dim_v(dv);
-    for (dk, dv) in [(64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256), (576, 512)] {
-        let (kind, splits, f) = flags(&decode(dk, dv).merge_in_split(true));
-        assert!(kind == AttentionTileKind::Decode && splits > 1 && f == SPLIT | MERGE_IN_SPLIT, "head {dk}/{dv}: {kind:?}, {splits} splits, flags {f:#x}");
-        assert_eq!(flags(&decode(dk, dv)).2, SPLIT, "head {dk}/{dv}: not asked, a merge launch follows");
-    }
-    for (dk, dv) in [(80, 80), (112, 112), (320, 256)] {
-        assert_eq!(flags(&decode(dk, dv).merge_in_split(true)).2, SPLIT, "head {dk}/{dv}: its decode tile has no merge code (it spills with it)");
-    }
-    let (_, splits, f) = flags(&Attention::new(16, 1, 512, 32, 8, 128).splits(1).merge_in_split(true));
-    assert!(splits == 1 && f == 0, "no split, nothing to merge: {splits} splits, flags {f:#x}");
-    let (kind, _, f) = flags(&Attention::new(1, 200, 4000, 8, 8, 128).splits(4).merge_in_split(true));
-    assert!(kind != AttentionTileKind::Decode && f == SPLIT, "a prefill tile merges in a launch of its own: {kind:?}, flags {f:#x}");
-}
-
 #[test]
 fn the_own_split_workspace_holds_the_split_rules_decode_launches() {
     let row = attention_config(Arch::Sm90);

@@ -511,16 +511,16 @@ fn decode_long_contiguous_and_paged() {
     run(&gpu, &cases, &BOTH);
 }
 
-/// Split launches that merge their own splits (`Attention::merge_in_split`: the last block of
-/// each row tile merges it) against the f64 reference, on every config: prefill and decode
-/// tiles, every head size of the decode tile, sinks, LSE, paged caches with per-sequence
-/// lengths (an empty row tile's blocks never arrive), more splits than key tiles (blocks
-/// with no key), varlen.
+/// Split launches and their merge against the f64 reference, on every config: prefill and
+/// decode tiles, every head size of the decode tile, sinks (applied by the merge), LSE, paged
+/// caches with per-sequence lengths (an empty row tile's splits see no key), more splits than
+/// key tiles (blocks with no key), varlen, and many splits per row (each merged column sums
+/// its splits over several groups).
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn merge_in_split_matches_the_reference() {
+fn split_launches_match_the_reference() {
     let gpu = gpu();
-    let mut rng = rng("merge in split");
+    let mut rng = rng("split launches");
     let mut cases = vec![
         Case::new("prefill tile, 3 splits", Attention::new(2, 100, 700, 4, 2, 128).splits(3).with_lse()),
         Case::new("7 splits + sinks + causal", Attention::new(1, 33, 900, 4, 1, 64).splits(7).sinks(vec![1.0, 0.0, -1.0, 2.0]).causal().with_lse()),
@@ -533,13 +533,10 @@ fn merge_in_split_matches_the_reference() {
     cases.push(paged_case("paged decode, page 64", 3, vec![1, 700, 2500], 64, 8, 2, (128, 128), &mut rng));
     cases.push(paged_case("paged decode 576/512 (MLA)", 2, vec![300, 1000], 64, 16, 1, (576, 512), &mut rng));
     cases.push(Case::new("decode 1×16384, GQA 4, head 128 (chosen splits)", Attention::new(1, 1, 16384, 32, 8, 128).with_lse()));
-    // Many rows and splits: the merging block takes its 16 rows in several passes, and each
-    // column sums 40 splits over its groups (16 groups at head 64, 4 at 256).
+    // Many rows and splits: each column sums 40 splits over its groups (16 groups at head 64,
+    // 4 at 256).
     cases.push(Case::new("decode 1×5000, GQA 16, head 64, 40 splits", Attention::new(1, 1, 5000, 16, 1, 64).splits(40).with_lse()));
     cases.push(Case::new("decode 1×5000, GQA 16, head 256, 40 splits", Attention::new(1, 1, 5000, 32, 2, 256).splits(40).with_lse()));
-    for case in &mut cases {
-        case.desc.merge_in_split = true;
-    }
     run(&gpu, &cases, &BOTH);
 }
 
@@ -563,10 +560,7 @@ fn split_decode_gives_the_same_bits_every_run() {
         for h in &gpu.handles {
             let who = format!("decode 1×{} head {} [{}]", d.seqlen_k, d.head_dim, h.artifact(KernelFamily::Attention));
             let mut first: Option<(Vec<u16>, Vec<u32>)> = None;
-            // The merge launch and the merge inside the split launch, each twice in a row (the
-            // second in-split run counts on the first leaving its counters at 0): same bits.
-            for (run, in_split) in [false, false, true, true, false].into_iter().enumerate() {
-                let d = d.clone().merge_in_split(in_split);
+            for run in 0..3 {
                 let mut o = upload(s, &vec![f16::NAN; n.o]);
                 let mut lse = upload(s, &vec![f32::NAN; n.lse]);
                 let extras = AttentionExtras { lse: Some(&mut lse), ..AttentionExtras::default() };
@@ -578,7 +572,7 @@ fn split_decode_gives_the_same_bits_every_run() {
                     None => first = Some((o_bits, lse_bits)),
                     Some((o0, l0)) => {
                         let differ = o0.iter().zip(&o_bits).filter(|(a, b)| a != b).count();
-                        assert!(differ == 0 && *l0 == lse_bits, "{who}: run {run} (merged in split: {in_split}) differs from run 0 in {differ} outputs");
+                        assert!(differ == 0 && *l0 == lse_bits, "{who}: run {run} differs from run 0 in {differ} outputs");
                     }
                 }
             }
@@ -618,8 +612,7 @@ fn capturable(gpu: &Gpu, d: &Attention, seed: &str) -> (Arc<CudaStream>, Captura
 }
 
 /// A split decode (flash-decoding: the split launch, then the merge as its programmatic
-/// dependent on sm_90 builds, and the handle's own workspace they share; or the split launch
-/// alone, merging its own splits) captured in a CUDA graph and replayed gives the bits of a
+/// dependent on sm_90 builds, and the handle's own workspace they share) captured in a CUDA graph and replayed gives the bits of a
 /// direct call, on every config: a decode loop that replays a graph per token runs the same
 /// kernels as one that launches them. A call on a second stream, which the own workspace does
 /// not serve, gives them too.
@@ -632,11 +625,8 @@ fn split_decode_can_be_captured_in_a_cuda_graph() {
     let d = Attention::new(2, 1, keys, 32, 8, 128).with_lse();
     let n = d.buffer_lengths().unwrap();
     let (s, Capturable { q, k, v, mut o, mut lse }) = capturable(&gpu, &d, "attention graph");
-    for (h, in_split) in gpu.handles.iter().flat_map(|h| [(h, false), (h, true)]) {
-        // The merge launch, or the merge inside the split launch (on the other stream, which
-        // the own workspace and its counters do not serve, a merge launch again).
-        let d = d.clone().merge_in_split(in_split);
-        let who = format!("decode 2×{keys} head 128, merged in split: {in_split} [{}]", h.artifact(KernelFamily::Attention));
+    for h in &gpu.handles {
+        let who = format!("decode 2×{keys} head 128 [{}]", h.artifact(KernelFamily::Attention));
         let plan = d.plan(AttentionDtype::F16, &d.placeholder_buffers().unwrap(), h.attention_config(), h.sm_count()).unwrap();
         assert!(plan.splits > 1, "{who}: the case must split ({plan:?})");
         // ... through the handle's own workspace (the first call binds it to `s`).

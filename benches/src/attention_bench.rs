@@ -33,9 +33,6 @@ pub struct AttentionShape {
     pub splits: Option<usize>,
     /// Paged K/V (the sequences' pages interleaved in the cache); `None`: contiguous K/V.
     pub paged: Option<PagedShape>,
-    /// The split launch merges its own splits ([`Attention::merge_in_split`]) instead of a merge
-    /// launch following it.
-    pub merge_in_split: bool,
 }
 
 /// A paged shape's cache.
@@ -74,7 +71,6 @@ impl AttentionShape {
             Some(n) => d.splits(n),
             None => d,
         };
-        let d = d.merge_in_split(self.merge_in_split);
         match self.paged {
             None => d,
             Some(paged) => {
@@ -96,7 +92,7 @@ impl AttentionShape {
     }
     pub fn label(&self) -> String {
         format!(
-            "{} b{} q{} k{} h{}/{} d{}{} {}{}{}{}",
+            "{} b{} q{} k{} h{}/{} d{}{} {}{}{}",
             self.kind,
             self.batch,
             self.seqlen_q,
@@ -112,7 +108,6 @@ impl AttentionShape {
                 Some(PagedShape { table: TableSource::Host, page_size }) => format!(" paged host, page {page_size}"),
                 Some(PagedShape { table: TableSource::Device, page_size }) => format!(" paged device, page {page_size}"),
             },
-            if self.merge_in_split { " merged in split" } else { "" }
         )
     }
     /// Bytes of K and V one pass reads.
@@ -120,10 +115,6 @@ impl AttentionShape {
         (self.batch * self.seqlen_k * self.heads_k * 2 * self.head_dim * 2) as f64
     }
 }
-
-/// The group of the rows whose split launch merges its own splits (ours only: beside the same
-/// shapes of the "decode" and "llama.cpp decode" groups, merged by a launch of its own).
-pub const MERGE_IN_SPLIT: &str = "decode merge in split";
 
 /// The group of the split-sweep rows.
 pub const SPLIT_SWEEP: &str = "decode split sweep";
@@ -144,7 +135,6 @@ pub fn shapes() -> Vec<AttentionShape> {
         dtype,
         splits: None,
         paged: None,
-        merge_in_split: false,
     };
     for dtype in AttentionDtype::ALL {
         for seq in [4096, 16384] {
@@ -180,10 +170,6 @@ pub fn shapes() -> Vec<AttentionShape> {
         for page_size in PAGED_PAGE_SIZES {
             v.push(paged(TableSource::Device, page_size));
         }
-    }
-    // The decode shapes again, their split launches merging their own splits.
-    for (batch, kv, heads_k, d) in [(1, 8192, 8, 128), (1, 16384, 8, 128), (1, 131072, 8, 128), (16, 32768, 8, 128), (1, 20000, 2, 256)] {
-        v.push(AttentionShape { merge_in_split: true, ..s("decode", MERGE_IN_SPLIT, batch, 1, kv, 32, heads_k, d, false, AttentionDtype::F16) });
     }
     // The split sweep: one sequence's decode with the split count forced, to measure the split
     // rule (ours only; the PyTorch script skips the group).

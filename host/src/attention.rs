@@ -56,10 +56,10 @@ use crate::runtime::{launch, Cukernels, LaunchAttribute};
 use cukernels_gpu::KernelFamily;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::sync::Arc;
-use cukernels_gpu::attention_flags::{ALIBI, CHECK_LAUNCH, CHECK_TABLES, KEY_LENGTHS, MASK, MASK_F32, MERGE_IN_SPLIT, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
+use cukernels_gpu::attention_flags::{ALIBI, CHECK_LAUNCH, CHECK_TABLES, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
 use cukernels_gpu::attention_table_error;
 use cukernels_gpu::{
-    merges_in_split, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTileKind, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES,
+    AttentionArchConfig, AttentionDtype, AttentionHead, AttentionParams, AttentionTileKind, GlobalPtr, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES,
 };
 
 /// Most blocks in a grid's y or z dimension.
@@ -94,25 +94,15 @@ pub fn own_split_workspace_bytes(row: &AttentionArchConfig, sm_count: u32) -> us
     most
 }
 
-/// Where the row tiles' arrival counters of a split launch that merges itself
-/// (`MERGE_IN_SPLIT`) start in the handle's own attention workspace: after the table-error
-/// record ([`attention_table_error`], at 0) and a word that stays 0 (from which device-side key
-/// lengths start), at a 256-byte boundary.
-const OWN_WORKSPACE_COUNTERS_AT: usize = 256;
-/// The own workspace's word that stays 0 (zeroed at allocation, never written).
+/// The own workspace's word that stays 0 (zeroed at allocation, never written), from which
+/// device-side key lengths start: after the table-error record ([`attention_table_error`], at 0).
 const OWN_WORKSPACE_ZERO_WORD_AT: usize = 4 * attention_table_error::WORDS;
-const _: () = assert!(OWN_WORKSPACE_ZERO_WORD_AT + 4 <= OWN_WORKSPACE_COUNTERS_AT);
-/// Arrival counters in the own workspace: one per row tile of a split launch, so a launch of
-/// more row tiles than this merges in a launch of its own. A split launch has at most one
-/// wave of blocks (`own_split_workspace_bytes`): 4096 row tiles is far more than its row tiles
-/// (132 SMs × 2 blocks on the H200, each split of a tile being one of them).
-const OWN_WORKSPACE_COUNTERS: usize = 4096;
-/// Where the split partials start in the own workspace, after the counters (zeroed at
-/// allocation; every launch that counts on them leaves them at zero).
-const OWN_WORKSPACE_PARTIALS_AT: usize = OWN_WORKSPACE_COUNTERS_AT + 4 * OWN_WORKSPACE_COUNTERS;
+/// Where the split partials start in the own workspace: after the record and the zero word,
+/// at a 256-byte boundary.
+const OWN_WORKSPACE_PARTIALS_AT: usize = 256;
+const _: () = assert!(OWN_WORKSPACE_ZERO_WORD_AT + 4 <= OWN_WORKSPACE_PARTIALS_AT);
 
-/// Bytes of the handle's own attention workspace: the table-error record, the split
-/// counters, then [`own_split_workspace_bytes`] of split partials.
+/// Bytes of the handle's own attention workspace: the table-error record, the zero word, then [`own_split_workspace_bytes`] of split partials.
 pub(crate) fn own_workspace_bytes(row: &AttentionArchConfig, sm_count: u32) -> usize {
     OWN_WORKSPACE_PARTIALS_AT + own_split_workspace_bytes(row, sm_count)
 }
@@ -238,9 +228,6 @@ pub struct Attention {
     pub lse: bool,
     /// Blocks each row tile's keys are split over; `None`: chosen ([`Attention::plan`]).
     pub splits: Option<usize>,
-    /// A split launch merges its own splits (the last block of each row tile merges it) instead
-    /// of a merge launch following it ([`Attention::merge_in_split`]).
-    pub merge_in_split: bool,
 }
 
 impl Attention {
@@ -270,7 +257,6 @@ impl Attention {
             paged: None,
             lse: false,
             splits: None,
-            merge_in_split: false,
         }
     }
     /// A different V (and O) width (192/128, 320/256, 576/512); V and O strides are reset
@@ -319,18 +305,6 @@ impl Attention {
     }
     pub fn splits(mut self, splits: usize) -> Self {
         self.splits = Some(splits);
-        self
-    }
-    /// Where a split launch's rows are merged: `true`, by the last block of each row tile of
-    /// the split launch itself (one launch fewer: no launch gap, no block per row); `false`
-    /// (the default), by a merge launch after it. Both add in one order, so the results are
-    /// the same bits. The merge inside the split launch counts arrivals in the handle's own
-    /// workspace: a call that does not get it (another stream holds it, or the launch has more
-    /// than 4096 row tiles) merges in a launch of its own, as do the entry points without the
-    /// merge's code (`cukernels_gpu::merges_in_split`: decode tiles but heads 80, 112 and
-    /// 320/256).
-    pub fn merge_in_split(mut self, yes: bool) -> Self {
-        self.merge_in_split = yes;
         self
     }
     /// Packed sequences: sets `batch`, the longest lengths, and packed `[total, heads, dim]`
@@ -867,9 +841,6 @@ impl Attention {
                 return Err(invalid("splits", splits, "a split launch merges one row per block: heads_q × query rows exceed the grid"));
             }
             flags |= SPLIT;
-            if a.merge_in_split && merges_in_split(kind, head) && row_tiles * groups <= OWN_WORKSPACE_COUNTERS {
-                flags |= MERGE_IN_SPLIT;
-            }
         }
         let window_right = if a.causal { Some(a.window_right.map_or(0, |r| r.min(0))) } else { a.window_right };
         let window = |w: Option<usize>, name: &'static str| -> Result<i32> {
@@ -898,7 +869,6 @@ impl Attention {
             table_error: GlobalPtr::new(0),
             partial_o: GlobalPtr::new(0),
             partial_lse: GlobalPtr::new(0),
-            split_counters: GlobalPtr::new(0),
             q_batch_stride: a.q_strides.batch as u64,
             q_seq_stride: a.q_strides.seq as u64,
             q_head_stride: a.q_strides.head as u64,
@@ -1154,7 +1124,6 @@ impl Cukernels {
             let base = match self.own_workspace(KernelFamily::Attention)? {
                 Some(Ok(own)) if own.bytes() - OWN_WORKSPACE_PARTIALS_AT >= bytes && own.free_for(stream_id) && own.bind(stream_id) => {
                     own_launches = Some(own.lock_launches());
-                    params.split_counters = GlobalPtr::new(own.addr() + OWN_WORKSPACE_COUNTERS_AT as u64);
                     own.addr() + OWN_WORKSPACE_PARTIALS_AT as u64
                 }
                 _ => {
@@ -1171,10 +1140,6 @@ impl Cukernels {
             };
             params.partial_o = GlobalPtr::new(base);
             params.partial_lse = GlobalPtr::new(base + lse_at as u64);
-            if allocated.is_some() {
-                // Its counters are the own workspace's: without it, a merge launch follows.
-                params.flags &= !MERGE_IN_SPLIT;
-            }
         }
         self.context().bind_to_thread()?;
         if plan.checks_tables() {
@@ -1204,7 +1169,7 @@ impl Cukernels {
         unsafe {
             launch(forward.cu_function(), plan.grid, plan.block, plan.smem_bytes, stream.cu_stream(), &mut args, after_check)?;
         }
-        if plan.splits > 1 && params.flags & MERGE_IN_SPLIT == 0 {
+        if plan.splits > 1 {
             let merge = self.attention_function(None, plan.dtype, AttentionTileKind::Prefill)?;
             let rows = params.heads_q * params.total_q;
             // SAFETY: as above; the merge reads the workspace the forward launch wrote, in

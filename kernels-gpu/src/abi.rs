@@ -210,9 +210,6 @@ define_launch_params! { $
         /// Split launches: the partial output (f32) and log-sum-exp of every (split, row).
         pub partial_o: crate::abi::GlobalPtr<f32>,
         pub partial_lse: crate::abi::GlobalPtr<f32>,
-        /// With `MERGE_IN_SPLIT`: an arrival counter per row tile of the split launch
-        /// (`blockIdx.y · gridDim.x + blockIdx.x`), 0 before the launch and after it.
-        pub split_counters: crate::abi::GlobalPtr<u32>,
         pub q_batch_stride: u64,
         pub q_seq_stride: u64,
         pub q_head_stride: u64,

@@ -636,16 +636,6 @@ pub const fn attention_config(arch: Arch) -> &'static AttentionArchConfig {
     &ATTENTION_CONFIGS[arch as usize]
 }
 
-/// Whether the `kind` entry point at `head` can merge a split launch itself (`MERGE_IN_SPLIT`,
-/// `device/attention/merge.rs`; without it a merge launch follows). The decode tiles can,
-/// where splits matter most (one sequence's keys spread over the whole GPU, a step of a few
-/// µs in which the merge launch is a tenth), except heads 80, 112 and 320/256: with the
-/// merge's code their decode tiles spill (4-48 bytes on sm_90/sm_100/sm_120, ptxas), and so do
-/// prefill tiles of heads 64 to 320/256 on sm_90 to sm_120, which split only short problems.
-pub const fn merges_in_split(kind: AttentionTileKind, head: AttentionHead) -> bool {
-    matches!(kind, AttentionTileKind::Decode) && !matches!(head, AttentionHead::D80 | AttentionHead::D112 | AttentionHead::D320V256)
-}
-
 /// Whether the `kind` entry points copy paged keys through the short-page path (pages of a
 /// power of two shorter than the key tile, such as vLLM's 16 and mistral.rs's 32 keys: the
 /// tile's table entries read once, a lane each, and shared by shuffles; see

@@ -36,7 +36,7 @@ pub use abi::{AttentionParams, GlobalPtr, MoeParams, SgemmParams};
 pub use arch::{Arch, ArchLimits};
 pub use attention_config::{
     attention_config, attention_kernel_index, matrix_path, AttentionArchConfig, AttentionDtype, AttentionHead, AttentionKernel, AttentionTile, AttentionTileKind, MatrixPath,
-    ATTENTION_CONFIGS, ATTENTION_KERNELS, ATTENTION_SMEM_PAD, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES, copies_short_pages, merges_in_split,
+    ATTENTION_CONFIGS, ATTENTION_KERNELS, ATTENTION_SMEM_PAD, DECODE_MAX_PACKED_ROWS, MAX_KV_SPLITS, MERGE_SMEM_BYTES, MERGE_THREADS, MIN_SPLIT_KV_BYTES, copies_short_pages,
 };
 pub use family::{ArtifactKind, Compiler, KernelFamily, KernelSpec};
 pub use moe_config::{
@@ -104,20 +104,15 @@ pub mod attention_flags {
     /// Each sequence's keys come from `key_starts` / `key_ends` (varlen's cumulative lengths,
     /// or paged sequences of different lengths), else every sequence has `seqlen_k`.
     pub const KEY_LENGTHS: u32 = 1 << 11;
-    /// A split launch merges its own splits: the last block of a row tile to store its
-    /// partial rows (counted at `split_counters`, one counter per row tile, which it leaves at
-    /// 0 again) merges the tile's rows in the merge kernel's order, so no merge launch follows
-    /// and the bits are the same either way (`device/attention/merge.rs`).
-    pub const MERGE_IN_SPLIT: u32 = 1 << 12;
     /// The block table and key lengths are the caller's device memory, never seen by the host.
     /// The forward kernel clamps every page to the cache and reads no keys for a length past
     /// `seqlen_k` (whatever the flag: host tables never need it), so nothing is read out of
     /// bounds; with the flag, a check launch (the merge entry point with `CHECK_LAUNCH`) records
     /// the first bad entry at `table_error` ([`crate::attention_table_error`]).
-    pub const CHECK_TABLES: u32 = 1 << 13;
+    pub const CHECK_TABLES: u32 = 1 << 12;
     /// The merge entry point checks the launch's device-side tables instead of merging
     /// (`device/attention/merge.rs`).
-    pub const CHECK_LAUNCH: u32 = 1 << 14;
+    pub const CHECK_LAUNCH: u32 = 1 << 13;
 }
 
 /// The record an attention launch with `attention_flags::CHECK_TABLES` keeps of the first bad

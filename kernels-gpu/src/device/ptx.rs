@@ -63,16 +63,6 @@ pub unsafe fn sync_threads() {
     nvptx::_syncthreads()
 }
 
-/// `bar.sync id, threads`: a barrier among the first `threads` threads of the block (whole
-/// warps), on barrier `id` (1..15; 0 is `__syncthreads`'), for code that the other warps of
-/// the block have left.
-///
-/// Safety: exactly `threads` threads (a multiple of 32) reach it, every one with the same `id`.
-#[inline(always)]
-pub unsafe fn sync_named(id: u32, threads: u32) {
-    asm!("bar.sync {i}, {n};", i = in(reg32) id, n = in(reg32) threads, options(nostack));
-}
-
 /// Alignment of the dynamic shared memory region: 128 bytes, what tensor-core (`ldmatrix`,
 /// swizzled tiles) and bulk-copy (TMA) paths need; the region is declared with the alignment of
 /// the type it is asked for as.

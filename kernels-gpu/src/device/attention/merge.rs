@@ -6,9 +6,8 @@
 //! sink logit in the sum, when there is one).
 //!
 //! # The one merge order
-//! A row is merged in one order of floating-point operations, wherever it is merged, so that
-//! a decode step gives the same bits on every run and whichever of the two places below
-//! merged it:
+//! A row is merged in one order of floating-point operations, so that a decode step gives the
+//! same bits on every run:
 //! 1. **Weights** ([`row_weights`], one warp per row): lane `l` reads `lse_s` of splits
 //!    `l, l + 32, …` ([`MAX_KV_SPLITS`] at most: four per lane); the maximum and the sum of
 //!    `e^(lse_s − max)` come from a shuffle butterfly per 32-split chunk, the chunks in order;
@@ -20,17 +19,15 @@
 //!    long sequence's 66-128 splits was once one thread per column walking every split, and took
 //!    a quarter of a decode step.)
 //!
-//! # Where a row is merged
-//! - **The merge launch** ([`merge`]): one block of [`MERGE_THREADS`] per row after the split
-//!   launch; warp 0 computes the weights, then thread `(g, c)` sums group `g` of column `c` and
-//!   the first group adds the others' sums. On sm_90+ builds it is launched as a programmatic
-//!   dependent of the split launch (PDL): its blocks are scheduled as the split launch drains
-//!   and wait for its completion in `griddepcontrol.wait`, so no launch gap sits between the two.
-//! - **Inside the split launch** (`MERGE_IN_SPLIT`, [`merge_in_split`]): each block of a row tile
-//!   counts its arrival once its partial rows are stored; the last to arrive (whichever split it
-//!   is) merges the tile's rows, so no second launch (and no launch gap, and no block per row)
-//!   is needed. No block waits for another, so nothing depends on which blocks are resident
-//!   together. The counters live in the handle's own workspace, zero before and after.
+//! # The merge launch
+//! [`merge`]: one block of [`MERGE_THREADS`] per row after the split launch; warp 0 computes
+//! the weights, then thread `(g, c)` sums group `g` of column `c` and the first group adds the
+//! others' sums. On sm_90+ builds it is launched as a programmatic dependent of the split
+//! launch (PDL): its blocks are scheduled as the split launch drains and wait for its
+//! completion in `griddepcontrol.wait`, so no launch gap sits between the two. (A merge inside
+//! the split launch, by the last block of a row tile to arrive, was built and measured: one
+//! block's merge behind the slowest split was slower than this launch's block per row on every
+//! shape measured, and its code cost every decode entry point; `benches/results/NOTES.md`.)
 //!
 //! # Checking device-side tables
 //! With `CHECK_LAUNCH`, the same entry point checks a launch's device-side tables instead
@@ -40,8 +37,8 @@
 
 use super::super::atomic;
 use super::super::ptx::{
-    allow_dependent_launch, arrive_wrapping_gpu, block_idx_x, block_idx_y, dynamic_smem, fence_gpu, fma, grid_dim_x, load_gpu_coherent_f32, load_gpu_coherent_f32x4, opaque, shfl_xor_f32, sync_named,
-    sync_threads, thread_idx_x, wait_for_prerequisite_grid,
+    allow_dependent_launch, block_idx_x, dynamic_smem, fma, load_gpu_coherent_f32, load_gpu_coherent_f32x4, opaque, shfl_xor_f32, sync_threads, thread_idx_x,
+    wait_for_prerequisite_grid,
 };
 use crate::abi::AttentionParams;
 use crate::attention_config::{MAX_KV_SPLITS, MERGE_LSE_FLOATS, MERGE_THREADS};
@@ -154,9 +151,8 @@ unsafe fn group_sum(p: &AttentionParams, row_id: usize, c: usize, g: usize, grou
         for e in 0..4 {
             acc[e] = fma(w, part[e], acc[e]);
         }
-        // (Steps hidden from the optimizer, here and in the loops of `merge_in_split`: the
-        // build's unroll threshold would otherwise unroll these loops of unknown trip count
-        // many times over, in every entry point that inlines them.)
+        // (A step hidden from the optimizer: the build's unroll threshold would otherwise
+        // unroll this loop of unknown trip count many times over.)
         s = opaque((s + groups) as u32) as usize;
     }
     acc
@@ -228,84 +224,6 @@ pub(super) unsafe fn merge<const BF16: bool>(p: &AttentionParams) {
         }
     }
     store_merged::<BF16>(p, row_id, c, acc, *lse_slot, c == 0);
-}
-
-/// The named barrier of [`merge_in_split`], among the split launch's threads that stay (0 is
-/// `__syncthreads`', which the forward kernel uses).
-const MERGE_BARRIER: u32 = 1;
-
-/// The merge inside a split launch (`MERGE_IN_SPLIT`, module docs), called after the block
-/// stored its partial rows by its first `threads` threads (the others have left): counts the
-/// block's arrival on its row tile's counter, and if it arrived last, merges the tile's rows
-/// (`row_id(r)` for `r < rows`: the row's `h · total_q + q_global`, `None` past the
-/// sequence). Warp `w` computes the weights of every `warps`-th row, then the threads sum the
-/// columns of those rows, a (row, column) each.
-///
-/// Safety: `smem` is this block's shared memory, free of other uses, with room for
-/// [`merge_in_split_smem_floats`]`(threads)` floats; the host sized `split_counters` for the
-/// grid's row tiles, each at 0 before the launch.
-#[inline(always)]
-pub(super) unsafe fn merge_in_split<const BF16: bool>(p: &AttentionParams, rows: usize, threads: usize, smem: *mut f32, row_id: impl Fn(usize) -> Option<usize>) {
-    let tid = thread_idx_x() as usize;
-    // Every partial row of the block is stored (and the first word of shared memory free).
-    sync_named(MERGE_BARRIER, threads as u32);
-    let verdict = smem.cast::<u32>();
-    if tid == 0 {
-        let splits = p.splits;
-        let tile = block_idx_y() as usize * grid_dim_x() as usize + block_idx_x() as usize;
-        fence_gpu();
-        let arrived = arrive_wrapping_gpu(p.split_counters.ptr_mut().add(tile), splits - 1);
-        fence_gpu();
-        *verdict = (arrived == splits - 1) as u32;
-    }
-    sync_named(MERGE_BARRIER, threads as u32);
-    if *verdict == 0 {
-        return;
-    }
-    let warps = threads / 32;
-    let (warp, lane) = (tid / 32, tid % 32);
-    let weights = |slot: usize| smem.add(1 + slot * MAX_KV_SPLITS as usize);
-    let lses = smem.add(1 + warps * MAX_KV_SPLITS as usize);
-    let cols = p.dv as usize / 4;
-    let groups = merge_groups(p.dv as usize);
-    let mut first = 0;
-    while first < rows {
-        if first + warp < rows {
-            if let Some(id) = row_id(first + warp) {
-                let lse = row_weights(p, id, lane, weights(warp));
-                *lses.add(warp) = lse;
-            }
-        }
-        sync_named(MERGE_BARRIER, threads as u32);
-        let mut task = tid;
-        while task < warps * cols {
-            let (slot, c) = div_rem(task, cols);
-            if first + slot < rows {
-                if let Some(id) = row_id(first + slot) {
-                    let mut acc = group_sum(p, id, c, 0, groups, weights(slot));
-                    let mut g = 1;
-                    while g < groups {
-                        let part = group_sum(p, id, c, g, groups, weights(slot));
-                        for e in 0..4 {
-                            acc[e] += part[e];
-                        }
-                        g = opaque(g as u32 + 1) as usize;
-                    }
-                    store_merged::<BF16>(p, id, c, acc, *lses.add(slot), c == 0);
-                }
-            }
-            task = opaque((task + threads) as u32) as usize;
-        }
-        // The weights' slots are rewritten by the next rows.
-        sync_named(MERGE_BARRIER, threads as u32);
-        first = opaque((first + warps) as u32) as usize;
-    }
-}
-
-/// Floats of shared memory [`merge_in_split`] uses with `threads` threads: the verdict, then per
-/// warp a row's weights and its LSE.
-pub(super) const fn merge_in_split_smem_floats(threads: usize) -> usize {
-    1 + threads / 32 * (MAX_KV_SPLITS as usize + 1)
 }
 
 /// The table check (`CHECK_LAUNCH`, one block per sequence `b`): the sequence's key length

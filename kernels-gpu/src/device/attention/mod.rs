@@ -85,9 +85,7 @@
 //! With `splits > 1` (`gridDim.z`), block `z` takes an even share of the row tile's key tiles
 //! and writes its normalized partial output (f32) and log-sum-exp to a workspace; the merge
 //! kernel (`merge.rs`) combines the splits of each row by their LSEs, in split order, so a
-//! decode step gives the same bits on every run. Sinks are applied by the merge. With
-//! `MERGE_IN_SPLIT` no merge launch follows: the last block of a row tile to store its
-//! partials merges the tile, in the same order (same bits).
+//! decode step gives the same bits on every run. Sinks are applied by the merge.
 //!
 //! ## Paged K/V
 //! With `PAGED`, key `j` of sequence `b` is slot `j % page_size` of page
@@ -112,8 +110,8 @@ use super::ptx::{
 };
 use super::BUILD_CONFIG;
 use crate::abi::{attention_params_entry, AttentionParams};
-use crate::attention_config::{attention_config, copies_short_pages, matrix_path, merges_in_split, AttentionDtype, AttentionHead, AttentionTileKind, MatrixPath, ATTENTION_SMEM_PAD};
-use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, MERGE_IN_SPLIT, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
+use crate::attention_config::{attention_config, copies_short_pages, matrix_path, AttentionDtype, AttentionHead, AttentionTileKind, MatrixPath, ATTENTION_SMEM_PAD};
+use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
 
 const PAD: usize = ATTENTION_SMEM_PAD as usize;
 const LOG2E: f32 = core::f32::consts::LOG2_E;
@@ -546,8 +544,7 @@ fn softcap(x: f32, cap: f32, inv_cap: f32) -> f32 {
 /// `S_TILES = BK / KEY_SPLIT / 8` (a warp's keys of a tile), `O_TILES = DV / DV_SPLIT / 8`,
 /// `Q_FRAGS = K_STEPS` when Q stays in registers (else 1),
 /// `THREADS = 32 · ROW_WARPS · DV_SPLIT · KEY_SPLIT`: stable Rust cannot compute array lengths
-/// from const generics. `MERGES_IN_SPLIT`: the code of the merge inside a split launch is
-/// compiled in ([`merges_in_split`]). `SHORT_PAGES`: so is the short-page copy
+/// from const generics. `SHORT_PAGES`: the short-page copy is compiled in
 /// ([`copies_short_pages`]).
 ///
 /// Safety: the host validated every address the parameters describe.
@@ -572,7 +569,6 @@ unsafe fn forward<
     const O_TILES: usize,
     const Q_FRAGS: usize,
     const THREADS: usize,
-    const MERGES_IN_SPLIT: bool,
     const SHORT_PAGES: bool,
 >(
     p: &AttentionParams,
@@ -1136,29 +1132,6 @@ unsafe fn forward<
             }
         }
     }
-
-    // ---- The last split of a row tile merges it (`MERGE_IN_SPLIT`, merge.rs) ----
-    // The tile's rows are found again from the block's indices, hidden from the optimizer
-    // (`opaque`): none of the values above then stays live through the main loop for it,
-    // where the tightest tiles have no register to spare.
-    if MERGES_IN_SPLIT && split_mode && flags & MERGE_IN_SPLIT != 0 {
-        const { assert!(merge::merge_in_split_smem_floats(32 * ROW_WARPS * DV_SPLIT) * 4 <= 2 * (ROWS * DK + STAGES * BK * (DK + DV)), "the merge's floats fit in the launch's shared memory") };
-        let (x, y) = (opaque(block_idx_x()) as usize, opaque(block_idx_y()) as usize);
-        let heads_packed = p.heads_packed as usize;
-        let groups = p.heads_q as usize / heads_packed;
-        // (32-bit divisions, as above.)
-        let (b, group) = ((y as u32 / groups as u32) as usize, (y as u32 % groups as u32) as usize);
-        let seq = sequence(p, b);
-        let row0 = x * ROWS;
-        let row_id = |r: usize| {
-            let row = row0 + r;
-            (row < seq.len_q * heads_packed).then(|| {
-                let (q, h) = packed_row(row as u32, heads_packed as u32, group);
-                launch_row_id(p, flags, &seq, b, q, h)
-            })
-        };
-        merge::merge_in_split::<BF16>(p, ROWS, 32 * ROW_WARPS * DV_SPLIT, dynamic_smem(), row_id);
-    }
 }
 
 /// Defines the forward entry point of (`$head`, `$dtype`) with the build's config row and its
@@ -1204,7 +1177,6 @@ macro_rules! attention_entry {
                     { DV / T.dv_split as usize / 8 },
                     Q_FRAGS,
                     { T.threads() as usize },
-                    { merges_in_split(KIND, HEAD) },
                     { copies_short_pages(KIND) },
                 >(&params)
             }
