@@ -661,58 +661,33 @@ unsafe fn forward<
     // Pages shorter than a tile, a power of two that divides it, take the short-page copy:
     // the tile's table entries read once, a lane each, and shared by shuffles.
     let short_pages = SHORT_PAGES && vector && flags & PAGED != 0 && p.page_size.is_power_of_two() && p.page_size < BK as u32 && p.page_size as usize * SHORT_PAGES_PER_TILE >= BK;
-    // Paged keys whose pages hold whole tiles: one table entry per tile, for K and V alike.
-    let page_per_tile = contiguous && flags & PAGED != 0;
-    // The block-table entry tile `tile`'s copy needs: its page (`page_per_tile`), or this lane's
-    // page of it (`short_pages`: lane `l` holds the tile's page `l`; a lane past the tile's
-    // keys its first page, which exists, never an entry past the sequence's); 0 where K/V are
-    // contiguous or each row reads its own entry. Clamped into the cache: only a device-side
-    // table can point past it (the check launch records it; the host checks its own).
-    let table_entry = #[inline(always)]
-    |tile: usize| -> u32 {
-        let j0 = tile * BK;
-        let column = if short_pages {
-            let page_shift = p.page_size.trailing_zeros();
-            let keys = (seq.len_k - j0).min(BK);
-            let lane = thread_idx_x() % 32;
-            (j0 >> page_shift) + if (lane << page_shift) < keys as u32 { lane as usize } else { 0 }
-        } else if page_per_tile {
-            // (32-bit: the host bounds key positions below 2^31.)
-            (j0 as u32 / p.page_size) as usize
-        } else {
-            return 0;
-        };
-        (*p.block_table.ptr().add(b * p.block_table_stride as usize + column)).min(p.last_page)
-    };
-    // Copies key tile `tile` into stage `stage`, `entry` being its [`table_entry`]. (Inlined at
-    // each call: as a function of its own it would take its captures through local memory.)
+    // (Inlined at each call: as a function of its own it would take its captures through
+    // local memory.)
     let load_tile = #[inline(always)]
-    |tile: usize, stage: usize, entry: u32| {
+    |tile: usize, stage: usize| {
         let j0 = tile * BK;
         let (k_base, v_base) = (opaque(p.k.ptr() as u64) as *const u16, opaque(p.v.ptr() as u64) as *const u16);
         if short_pages {
             let keys = (seq.len_k - j0).min(BK);
             let page_shift = p.page_size.trailing_zeros();
+            // Lane `l` reads the tile's page `l`; a lane past the tile's keys reads its first
+            // page (which exists), never a table entry past the sequence's.
+            let lane = thread_idx_x() % 32;
+            let page_in_tile = if (lane << page_shift) < keys as u32 { lane as usize } else { 0 };
+            let column = b * p.block_table_stride as usize + (j0 >> page_shift) + page_in_tile;
+            let lane_page = (*p.block_table.ptr().add(column)).min(p.last_page);
             let k_page0 = k_base.wrapping_add(kv_head * p.k_head_stride as usize);
             let v_page0 = v_base.wrapping_add(kv_head * p.v_head_stride as usize);
-            copy_short_pages_tile::<BK, DK, THREADS>(Wgmma::<PATH>::CORE, k_smem(stage).opaque(), entry, page_shift, k_page0, p.k_batch_stride as usize, opaque(p.k_seq_stride) as usize, keys);
-            copy_short_pages_tile::<BK, DV, THREADS>(Wgmma::<PATH>::CORE, v_smem(stage).opaque(), entry, page_shift, v_page0, p.v_batch_stride as usize, opaque(p.v_seq_stride) as usize, keys);
+            copy_short_pages_tile::<BK, DK, THREADS>(Wgmma::<PATH>::CORE, k_smem(stage).opaque(), lane_page, page_shift, k_page0, p.k_batch_stride as usize, opaque(p.k_seq_stride) as usize, keys);
+            copy_short_pages_tile::<BK, DV, THREADS>(Wgmma::<PATH>::CORE, v_smem(stage).opaque(), lane_page, page_shift, v_page0, p.v_batch_stride as usize, opaque(p.v_seq_stride) as usize, keys);
             return;
         }
         if contiguous {
-            // The common case: one address per tile and tensor (from one table entry when
-            // paged), a multiply-add per chunk.
+            // The common case: one address per tile and tensor (one table entry when paged), a
+            // multiply-add per chunk.
             let keys = (seq.len_k - j0).min(BK);
-            let at = |base: *const u16, batch_stride: usize, seq_stride: usize, head_stride: usize| -> *const u16 {
-                if page_per_tile {
-                    let slot = (j0 as u32 % p.page_size) as usize;
-                    base.add(entry as usize * batch_stride + slot * seq_stride + kv_head * head_stride)
-                } else {
-                    key_row(j0, base, batch_stride, seq_stride, head_stride)
-                }
-            };
-            let first_k = at(k_base, p.k_batch_stride as usize, p.k_seq_stride as usize, p.k_head_stride as usize);
-            let first_v = at(v_base, p.v_batch_stride as usize, p.v_seq_stride as usize, p.v_head_stride as usize);
+            let first_k = key_row(j0, k_base, p.k_batch_stride as usize, p.k_seq_stride as usize, p.k_head_stride as usize);
+            let first_v = key_row(j0, v_base, p.v_batch_stride as usize, p.v_seq_stride as usize, p.v_head_stride as usize);
             copy_key_tile::<BK, DK, THREADS>(Wgmma::<PATH>::CORE, k_smem(stage).opaque(), first_k, opaque(p.k_seq_stride) as usize, keys);
             copy_key_tile::<BK, DV, THREADS>(Wgmma::<PATH>::CORE, v_smem(stage).opaque(), first_v, opaque(p.v_seq_stride) as usize, keys);
             return;
@@ -747,7 +722,7 @@ unsafe fn forward<
         while s < STAGES - 1 {
             no_unroll();
             if my_lo + s < my_hi {
-                load_tile(my_lo + s, s, table_entry(my_lo + s));
+                load_tile(my_lo + s, s);
             }
             cp_async_commit();
             s = opaque(s as u32 + 1) as usize;
@@ -755,7 +730,7 @@ unsafe fn forward<
     } else if prefetch {
         for s in 0..STAGES - 1 {
             if my_lo + s < my_hi {
-                load_tile(my_lo + s, s, table_entry(my_lo + s));
+                load_tile(my_lo + s, s);
             }
             cp_async_commit();
         }
@@ -787,13 +762,6 @@ unsafe fn forward<
     let general = flags & (MASK | ALIBI | SOFTCAP) != 0 || !(p.scale > 0.0);
     let inv_cap = if flags & SOFTCAP != 0 { 1.0 / p.softcap } else { 0.0 };
 
-    // The decode tiles read each tile's table entry one tile ahead of its copy, so that the
-    // copy's addresses are ready when it is issued: read just before it, its round trip to L2
-    // (for K and again for V) stalled every tile, and paged decode ran at 0.71x of contiguous
-    // K/V (H200, 16 sequences of 8k keys, pages of 64). The prefill tiles read it at the copy:
-    // their key tiles serve 64-128 query rows each, and their registers are spoken for.
-    let entry_ahead = SHORT_PAGES && prefetch;
-    let mut next_entry = if entry_ahead && my_lo + STAGES - 1 < my_hi { table_entry(my_lo + STAGES - 1) } else { 0 };
     let mut stage = 0;
     let mut tile = my_lo;
     while tile < my_hi {
@@ -809,16 +777,12 @@ unsafe fn forward<
             }
             sync_threads();
             if tile + STAGES - 1 < my_hi {
-                let entry = if entry_ahead { next_entry } else { table_entry(tile + STAGES - 1) };
-                load_tile(tile + STAGES - 1, (stage + STAGES - 1) % STAGES, entry);
-                if entry_ahead && tile + STAGES < my_hi {
-                    next_entry = table_entry(tile + STAGES);
-                }
+                load_tile(tile + STAGES - 1, (stage + STAGES - 1) % STAGES);
             }
             cp_async_commit();
         } else {
             sync_threads();
-            load_tile(tile, 0, table_entry(tile));
+            load_tile(tile, 0);
             if HAS_CP_ASYNC {
                 cp_async_commit();
                 cp_async_wait(0);
