@@ -194,7 +194,7 @@ fn device_tables_replace_the_host_arrays() {
     let on_device = Attention::new(2, 1, 100, 4, 2, 128).paged(PagedKv::on_device(16, 20, 7));
     let (table_at, lens_at, slopes_at, sinks_at) = (7u64 << 40, 8u64 << 40, 9u64 << 40, 10u64 << 40);
     let with = |d: &Attention, tables: TableBuffers| d.plan(AttentionDtype::F16, &AttentionBuffers { tables, ..buffers(d) }, attention_config(Arch::Sm90), 132);
-    let tables = TableBuffers { block_table: Some((table_at, 14)), seqlens_k: Some((lens_at, 2)), alibi_slopes: None, sinks: Some((sinks_at, 4)) };
+    let tables = TableBuffers { block_table: Some((table_at, 14)), seqlens_k: Some((lens_at, 2)), alibi_slopes: None, sinks: Some((sinks_at, 4)), ..TableBuffers::default() };
     let p = with(&on_device, tables).unwrap();
     let flags = p.params.flags;
     assert_eq!(flags & (PAGED | KEY_LENGTHS | CHECK_TABLES | SINKS), PAGED | KEY_LENGTHS | CHECK_TABLES | SINKS);
@@ -244,6 +244,57 @@ fn device_tables_replace_the_host_arrays() {
     let mut too_long = on_device.clone();
     too_long.seqlen_k = 113;
     assert_eq!(invalid_name(with(&too_long, tables)), "seqlen_k");
+}
+
+/// Packed sequences whose cumulative lengths are device buffers (`Attention::varlen_on_device`):
+/// their pointers go in the parameters (the key lengths as cumulative starts and ends, step
+/// 1), nothing is uploaded, the kernels check them (`CHECK_TABLES`), the packed totals size
+/// the buffers and bound the ranges (`total_q`, `total_k`), and the launch is never split;
+/// lengths, alignment, a missing buffer and a second source are refused on the host.
+#[test]
+fn device_cumulative_lengths_replace_the_host_ones() {
+    use cukernels::attention_flags::{CHECK_TABLES, KEY_LENGTHS, SPLIT, VARLEN};
+    let (cu_q_at, cu_k_at) = (8u64 << 40, 9u64 << 40);
+    let tables = TableBuffers { cu_seqlens_q: Some((cu_q_at, 4)), cu_seqlens_k: Some((cu_k_at, 4)), ..TableBuffers::default() };
+    let with = |d: &Attention, tables: TableBuffers| d.plan(AttentionDtype::F16, &AttentionBuffers { tables, ..buffers(d) }, attention_config(Arch::Sm90), 132);
+    // Three sequences of at most 100 queries and 700 keys, 150 and 900 rows in all.
+    let prefill = Attention::new(0, 0, 0, 8, 2, 128).varlen_on_device(3, 100, 700, 150, 900).causal().with_lse();
+    let n = prefill.buffer_lengths().unwrap();
+    assert_eq!((n.q, n.k, n.o, n.lse), (150 * 8 * 128, 900 * 2 * 128, 150 * 8 * 128, 8 * 150));
+    let p = with(&prefill, tables).unwrap();
+    assert_eq!(p.params.flags & (VARLEN | KEY_LENGTHS | CHECK_TABLES | SPLIT), VARLEN | KEY_LENGTHS | CHECK_TABLES);
+    assert_eq!((p.params.cu_seqlens_q.addr(), p.params.key_starts.addr(), p.params.key_ends.addr(), p.params.key_start_step), (cu_q_at, cu_k_at, cu_k_at + 4, 1));
+    assert_eq!((p.params.total_q, p.params.total_k, p.params.seqlen_q, p.params.seqlen_k, p.grid.1), (150, 900, 100, 700, 3 * 8));
+    assert!(!p.uploads() && p.checks_tables() && p.cu_seqlens_q.is_none() && p.cu_seqlens_k.is_none(), "{p:?}");
+    assert!(plan(&prefill).is_ok(), "placeholder buffers include the device lengths");
+    // Host lengths: uploaded, checked there; total_k only bounds packed K/V.
+    let host = Attention::new(0, 0, 0, 8, 2, 128).varlen(vec![0, 100, 100, 150], vec![0, 700, 800, 900]);
+    let p = plan(&host).unwrap();
+    assert_eq!((p.params.flags & CHECK_TABLES, p.params.total_q, p.params.total_k), (0, 150, 900));
+    assert!(p.uploads() && p.cu_seqlens_q.is_some(), "{p:?}");
+    assert_eq!(plan(&Attention::new(2, 1, 100, 4, 2, 128)).unwrap().params.total_k, u32::MAX, "not packed");
+    // One long sequence's decode would split; with device lengths it is not, and asking is refused.
+    let decode = Attention::new(0, 0, 0, 32, 8, 128).varlen_on_device(1, 1, 16384, 1, 16384);
+    let one = TableBuffers { cu_seqlens_q: Some((cu_q_at, 2)), cu_seqlens_k: Some((cu_k_at, 2)), ..TableBuffers::default() };
+    let p = with(&decode, one).unwrap();
+    assert_eq!((p.kind, p.splits, p.params.flags & SPLIT), (AttentionTileKind::Decode, 1, 0));
+    assert!(plan(&Attention::new(1, 1, 16384, 32, 8, 128)).unwrap().splits > 1, "the same problem padded splits");
+    assert_eq!(invalid_name(with(&decode.clone().splits(4), one)), "splits");
+    // Bad tables.
+    assert!(matches!(with(&prefill, TableBuffers { cu_seqlens_q: Some((cu_q_at, 3)), ..tables }), Err(Error::BufferTooSmall { name: "cu_seqlens_q", len: 3, required: 4 })));
+    assert!(matches!(with(&prefill, TableBuffers { cu_seqlens_k: Some((cu_k_at, 2)), ..tables }), Err(Error::BufferTooSmall { name: "cu_seqlens_k", .. })));
+    assert_eq!(invalid_name(with(&prefill, TableBuffers { cu_seqlens_q: Some((cu_q_at + 2, 4)), ..tables })), "cu_seqlens_q", "unaligned");
+    assert_eq!(invalid_name(with(&prefill, TableBuffers { cu_seqlens_k: None, ..tables })), "cu_seqlens_k", "missing");
+    assert_eq!(invalid_name(with(&host, tables)), "cu_seqlens_q", "given twice");
+    assert_eq!(invalid_name(with(&Attention::new(3, 10, 10, 8, 2, 128), tables)), "cu_seqlens_q", "without packed sequences");
+    let mut wrong_total = host.clone();
+    wrong_total.varlen.as_mut().unwrap().total_k = 901;
+    assert_eq!(invalid_name(plan(&wrong_total)), "total_k");
+    assert_eq!(invalid_name(with(&Attention::new(0, 0, 0, 8, 2, 128).varlen_on_device(3, 100, 700, 1 << 31, 900), tables)), "total_q");
+    // Paged K/V with packed queries: keys from the pages, their lengths from cu_seqlens_k.
+    let paged = Attention::new(0, 0, 0, 8, 2, 128).varlen_on_device(3, 4, 100, 9, 0).paged(PagedKv::on_device(16, 40, 7));
+    let p = with(&paged, TableBuffers { block_table: Some((7 << 40, 21)), ..tables }).unwrap();
+    assert_eq!((p.params.total_k, p.params.key_start_step), (u32::MAX, 1));
 }
 
 /// The split workspace a handle owns holds the partial results of the decode splits the rule

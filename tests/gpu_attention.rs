@@ -115,6 +115,8 @@ impl Case {
 /// The host tables of a problem, taken out of it: what a call passes as `DeviceTables`.
 #[derive(Clone, Default)]
 struct HostTables {
+    cu_seqlens_q: Option<Vec<u32>>,
+    cu_seqlens_k: Option<Vec<u32>>,
     block_table: Option<Vec<u32>>,
     seqlens_k: Option<Vec<u32>>,
     alibi_slopes: Option<Vec<f32>>,
@@ -126,6 +128,11 @@ struct HostTables {
 fn tables_taken_out(d: &Attention) -> (Attention, HostTables) {
     let mut bare = d.clone();
     let mut tables = HostTables::default();
+    if let Some(v) = &mut bare.varlen {
+        // (The totals and the packed strides stay: `Attention::varlen_on_device`'s.)
+        tables.cu_seqlens_q = Some(std::mem::take(&mut v.cu_seqlens_q));
+        tables.cu_seqlens_k = Some(std::mem::take(&mut v.cu_seqlens_k));
+    }
     if let Some(pg) = &mut bare.paged {
         tables.block_table = Some(std::mem::take(&mut pg.block_table));
         tables.seqlens_k = pg.seqlens_k.take();
@@ -140,6 +147,8 @@ fn tables_taken_out(d: &Attention) -> (Attention, HostTables) {
 
 /// Device copies of [`HostTables`].
 struct DeviceCopies {
+    cu_seqlens_q: Option<CudaSlice<u32>>,
+    cu_seqlens_k: Option<CudaSlice<u32>>,
     block_table: Option<CudaSlice<u32>>,
     seqlens_k: Option<CudaSlice<u32>>,
     alibi_slopes: Option<CudaSlice<f32>>,
@@ -149,6 +158,8 @@ struct DeviceCopies {
 impl DeviceCopies {
     fn new(stream: &Arc<CudaStream>, t: &HostTables) -> DeviceCopies {
         DeviceCopies {
+            cu_seqlens_q: t.cu_seqlens_q.as_ref().map(|v| upload(stream, v)),
+            cu_seqlens_k: t.cu_seqlens_k.as_ref().map(|v| upload(stream, v)),
             block_table: t.block_table.as_ref().map(|v| upload(stream, v)),
             seqlens_k: t.seqlens_k.as_ref().map(|v| upload(stream, v)),
             alibi_slopes: t.alibi_slopes.as_ref().map(|v| upload(stream, v)),
@@ -156,7 +167,14 @@ impl DeviceCopies {
         }
     }
     fn tables(&self) -> DeviceTables<'_> {
-        DeviceTables { block_table: self.block_table.as_ref(), seqlens_k: self.seqlens_k.as_ref(), alibi_slopes: self.alibi_slopes.as_ref(), sinks: self.sinks.as_ref() }
+        DeviceTables {
+            cu_seqlens_q: self.cu_seqlens_q.as_ref(),
+            cu_seqlens_k: self.cu_seqlens_k.as_ref(),
+            block_table: self.block_table.as_ref(),
+            seqlens_k: self.seqlens_k.as_ref(),
+            alibi_slopes: self.alibi_slopes.as_ref(),
+            sinks: self.sinks.as_ref(),
+        }
     }
 }
 
@@ -427,18 +445,138 @@ fn strided_views_unaligned_pointers_and_forced_splits() {
     run(&gpu, &cases, &BOTH);
 }
 
+/// Packed sequences with empty and one-token sequences, their cumulative lengths on the host
+/// and (`Attention::varlen_on_device`) on the device; decode steps of packed one-token
+/// queries, and paged keys whose lengths come from device `cu_seqlens_k`.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn varlen_with_empty_and_single_token_sequences() {
     let gpu = gpu();
+    let mut rng = rng("varlen");
     let cu_q = vec![0, 5, 5, 6, 106, 107, 300];
     let cu_k = vec![0, 17, 40, 41, 141, 141, 400];
-    let cases = vec![
+    let mut cases = vec![
         Case::new("varlen", Attention::new(0, 0, 0, 4, 2, 128).varlen(cu_q.clone(), cu_k.clone()).with_lse()),
         Case::new("varlen causal", Attention::new(0, 0, 0, 4, 2, 64).varlen(cu_q.clone(), cu_k.clone()).causal().with_lse()),
         Case::new("varlen causal window + mask", Attention::new(0, 0, 0, 2, 2, 64).varlen(cu_q, cu_k).causal().window(Some(16), None)).mask(MaskKind::F16),
+        Case::new("varlen decode, one query per sequence", Attention::new(0, 0, 0, 32, 8, 128).varlen(vec![0, 1, 2, 3, 4], vec![0, 1, 900, 2000, 2000]).with_lse()),
+        Case::new("varlen 4 queries per sequence, GQA 16, head 256", Attention::new(0, 0, 0, 32, 2, 256).varlen(vec![0, 4, 8, 9], vec![0, 300, 1300, 1301]).causal().with_lse()),
     ];
+    // The same problems with the lengths on the device.
+    let on_device: Vec<Case> = cases.iter().map(|c| Case { device_tables: true, name: format!("{} (device cu_seqlens)", c.name), ..c.clone() }).collect();
+    cases.extend(on_device);
+    // Paged keys, packed queries: chunks of 3 queries against each sequence's pages, the key
+    // lengths from cu_seqlens_k (device: with the block table).
+    let paged = paged_queries_case("paged, 3 queries per sequence", 3, 3, vec![40, 700, 2500], 32, 8, 2, (128, 128), &mut rng);
+    let lens = paged.desc.paged.as_ref().unwrap().seqlens_k.clone().unwrap();
+    let mut cu_k = vec![0u32];
+    for l in &lens {
+        cu_k.push(cu_k.last().unwrap() + l);
+    }
+    let mut packed = paged.clone();
+    packed.name = "paged, packed queries, device cu_seqlens and block table".into();
+    packed.desc.paged.as_mut().unwrap().seqlens_k = None;
+    let pg = packed.desc.paged.clone().unwrap();
+    packed.desc = packed.desc.varlen(vec![0, 3, 6, 9], cu_k).paged(pg);
+    packed.device_tables = true;
+    cases.push(packed);
     run(&gpu, &cases, &BOTH);
+}
+
+/// Bad device-side cumulative lengths are never followed and are reported: a decreasing query
+/// range, one past `total_q`, a key range past `total_k` and a key length past `seqlen_k` each
+/// leave the other sequences' outputs right, touch no row of the bad query range (O stays
+/// poisoned there), and make `attention_table_error` name the table, the entry and its value,
+/// once. Lengths that cover fewer rows than `total_q` are valid: the rows past them stay
+/// untouched. A call with device lengths is captured in a CUDA graph and replayed with new
+/// lengths, giving a direct call's bits. (compute-sanitizer's memcheck runs this test in the
+/// quick suite: nothing is read or written out of bounds.)
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_device_cumulative_lengths_are_reported_not_followed() {
+    use cukernels::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let gpu = gpu();
+    let mut rng = rng("bad device cu_seqlens");
+    // Three sequences of at most 20 queries and 300 keys, 40 and 600 rows packed.
+    let d = Attention::new(0, 0, 0, 8, 2, 128).varlen_on_device(3, 20, 300, 40, 600);
+    let n = d.buffer_lengths().unwrap();
+    let (s, Capturable { q, k, v, mut o, lse: _ }) = capturable(&gpu, &d, "bad device cu_seqlens");
+    let row = 8 * 128;
+    for h in &gpu.handles {
+        let who = format!("device cu_seqlens [{}]", h.artifact(KernelFamily::Attention));
+        let run = |o: &mut CudaSlice<f16>, cu_q: &[u32], cu_k: &[u32]| -> Vec<f16> {
+            let (cu_q, cu_k) = (upload(&s, cu_q), upload(&s, cu_k));
+            s.memcpy_htod(&vec![f16::NAN; n.o], o).unwrap();
+            let tables = DeviceTables { cu_seqlens_q: Some(&cu_q), cu_seqlens_k: Some(&cu_k), ..DeviceTables::default() };
+            h.attention(&s, &d, &q, &k, &v, o, AttentionExtras { tables, ..AttentionExtras::default() }).unwrap_or_else(|e| panic!("{who}: {e}"));
+            s.clone_dtoh(o).unwrap()
+        };
+        let rows_finite = |o: &[f16], rows: std::ops::Range<usize>| o[rows.start * row..rows.end * row].iter().all(|x| x.is_finite());
+        let rows_poisoned = |o: &[f16], rows: std::ops::Range<usize>| o[rows.start * row..rows.end * row].iter().all(|x| x.is_nan());
+        let expect = |what: &str, name: &str, value: &str| match h.attention_table_error(&s) {
+            Err(Error::InvalidArgument { name: got, value: v, .. }) if got == name && v == value => {}
+            other => panic!("{who}: {what}: {other:?}"),
+        };
+        // Valid lengths covering 35 of the 40 rows: nothing reported, the last 5 rows untouched.
+        let got = run(&mut o, &[0, 10, 30, 35], &[0, 100, 400, 600]);
+        h.attention_table_error(&s).unwrap_or_else(|e| panic!("{who}: valid lengths reported as bad: {e}"));
+        assert!(rows_finite(&got, 0..35) && rows_poisoned(&got, 35..40), "{who}: rows past the last sequence were written");
+        // Sequence 1's queries run backwards (10 to 8): its range is skipped, the others are computed.
+        let got = run(&mut o, &[0, 10, 8, 28], &[0, 100, 400, 600]);
+        expect("a decreasing query range", "cu_seqlens_q", "[1] = 10 and the entry after it");
+        assert!(rows_finite(&got, 0..10) && rows_finite(&got, 8..28), "{who}: the valid sequences");
+        h.attention_table_error(&s).unwrap_or_else(|e| panic!("{who}: the record was not cleared: {e}"));
+        // Sequence 2's queries end past total_q.
+        let got = run(&mut o, &[0, 10, 30, 45], &[0, 100, 400, 600]);
+        expect("queries past total_q", "cu_seqlens_q", "[2] = 30 and the entry after it");
+        assert!(rows_finite(&got, 0..30) && rows_poisoned(&got, 30..40), "{who}: the bad range was written");
+        // Sequence 2's keys end past total_k: it sees no key (zeros), read from nowhere.
+        let got = run(&mut o, &[0, 10, 30, 40], &[0, 100, 400, 700]);
+        expect("keys past total_k", "cu_seqlens_k", "[3] = 700");
+        assert!(rows_finite(&got, 0..40) && got[30 * row..40 * row].iter().all(|x| x.to_f32() == 0.0), "{who}: a sequence without keys gives zeros");
+        // Sequence 1 has 301 keys, past seqlen_k.
+        run(&mut o, &[0, 10, 30, 40], &[0, 100, 401, 600]);
+        expect("a key length past seqlen_k", "seqlens_k", "[1] = 301");
+        h.attention_table_error(&s).unwrap_or_else(|e| panic!("{who}: the record was not cleared: {e}"));
+
+        // Captured once, replayed with other lengths: a direct call's bits.
+        let lengths = |rng: &mut StdRng| -> (Vec<u32>, Vec<u32>) {
+            let (mut cu_q, mut cu_k) = (vec![0u32], vec![0u32]);
+            for b in 0..3 {
+                let room = |total: u32, now: u32, longest: u32| (total - now).min(longest) / (3 - b);
+                cu_q.push(cu_q[b as usize] + rng.random_range(0..=room(40, cu_q[b as usize], 20)));
+                cu_k.push(cu_k[b as usize] + rng.random_range(0..=room(600, cu_k[b as usize], 300)));
+            }
+            (cu_q, cu_k)
+        };
+        let (cu_q0, cu_k0) = lengths(&mut rng);
+        let ctx = s.context().clone();
+        // SAFETY: the two buffers made until tracking is on again are used on `s` alone, in
+        // order (inside a capture, a wait on an event recorded before it would be an error).
+        unsafe { ctx.disable_event_tracking() };
+        let (mut cu_q_dev, mut cu_k_dev) = (upload(&s, &cu_q0), upload(&s, &cu_k0));
+        // SAFETY: only buffers made from here on are tracked again.
+        unsafe { ctx.enable_event_tracking() };
+        s.synchronize().unwrap();
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+        let tables = DeviceTables { cu_seqlens_q: Some(&cu_q_dev), cu_seqlens_k: Some(&cu_k_dev), ..DeviceTables::default() };
+        let called = h.attention(&s, &d, &q, &k, &v, &mut o, AttentionExtras { tables, ..AttentionExtras::default() });
+        let graph = s.end_capture(CUgraphInstantiate_flags(0));
+        called.unwrap_or_else(|e| panic!("{who}: captured call: {e}"));
+        let graph = graph.unwrap_or_else(|e| panic!("{who}: capture: {e}")).expect("the capture recorded the launches");
+        for step in 0..3 {
+            let (cu_q, cu_k) = lengths(&mut rng);
+            let direct = run(&mut o, &cu_q, &cu_k);
+            s.memcpy_htod(&cu_q, &mut cu_q_dev).unwrap();
+            s.memcpy_htod(&cu_k, &mut cu_k_dev).unwrap();
+            s.memcpy_htod(&vec![f16::NAN; n.o], &mut o).unwrap();
+            graph.launch().unwrap_or_else(|e| panic!("{who}: step {step}: {e}"));
+            let replayed: Vec<f16> = s.clone_dtoh(&o).unwrap();
+            h.attention_table_error(&s).unwrap_or_else(|e| panic!("{who}: step {step}: valid lengths reported as bad: {e}"));
+            let same = direct.iter().zip(&replayed).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{who}: step {step} ({cu_q:?}, {cu_k:?}): the replay differs from a direct call");
+        }
+    }
 }
 
 /// A paged decode step: `pages` pages of `page_size`, the sequences' pages in random order.

@@ -20,22 +20,23 @@
 //! no key is 0 (its LSE −inf, or the sink's logit), never NaN.
 //!
 //! # Packed sequences and paged K/V
-//! [`Attention::varlen`] takes FlashAttention-2's cumulative sequence lengths (on the host, so
-//! they are validated before anything launches): Q and O are then `[total_q, heads, dim]` and
-//! K/V `[total_k, heads, dim]`. [`Attention::paged`] puts K and V in pages of `page_size`
+//! [`Attention::varlen`] takes FlashAttention-2's cumulative sequence lengths on the host (so
+//! they are validated before anything launches), [`Attention::varlen_on_device`] as device
+//! buffers with the longest lengths and the packed totals (as FA2's `max_seqlen_q`): Q and O
+//! are then `[total_q, heads, dim]` and K/V `[total_k, heads, dim]`. [`Attention::paged`] puts K and V in pages of `page_size`
 //! tokens (`[pages, page_size, heads_k, dim]`, the batch stride being the page stride) found
 //! through a block table, as vLLM and mistral.rs do.
 //!
 //! # Tables on the device, and CUDA graphs
-//! The per-call tables (the block table and key lengths of paged K/V, ALiBi slopes, sink
-//! logits) may be given on the host, in the problem, or as device buffers in
+//! The per-call tables (the cumulative lengths of packed sequences, the block table and key
+//! lengths of paged K/V, ALiBi slopes, sink logits) may be given on the host, in the problem, or as device buffers in
 //! [`AttentionExtras::tables`], as frameworks hold them. Host tables are checked before
 //! anything launches and uploaded by each call, which a CUDA graph cannot replay: a call
 //! with any is refused inside a capture. Device tables are read by the kernels where they
 //! stand, so a decode step whose block table and lengths change between replays is one
 //! graph. Their lengths are checked on the host; their contents on the device: a page past
-//! the cache or a key length past `seqlen_k` is never followed (the launch reads the last
-//! page, or no keys, instead) and is recorded in the handle by a small check launch, where
+//! the cache, a key length past `seqlen_k` or a packed range past its tensor is never
+//! followed (the launch reads the last page, or nothing of that sequence, instead) and is recorded in the handle by a small check launch, where
 //! [`Cukernels::attention_table_error`] finds it and turns it into an error.
 //!
 //! # How a call runs
@@ -163,11 +164,26 @@ pub struct MaskShape {
     pub row_stride: usize,
 }
 
-/// Packed sequences: `batch + 1` cumulative lengths each, starting at 0.
+/// Packed sequences: `batch + 1` cumulative lengths each, starting at 0 ([`Attention::varlen`]).
+/// Both may instead be device buffers ([`DeviceTables`]): leave both vectors empty here
+/// ([`Attention::varlen_on_device`]); `seqlen_q` and `seqlen_k` then bound the lengths (FA2's
+/// `max_seqlen_q` / `max_seqlen_k`) and size the launch, and `total_q` / `total_k` the packed
+/// tensors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Varlen {
     pub cu_seqlens_q: Vec<u32>,
     pub cu_seqlens_k: Vec<u32>,
+    /// Rows of the packed Q and O, and of the packed K and V (unused with paged K/V): the
+    /// last cumulative lengths, when those are on the host.
+    pub total_q: usize,
+    pub total_k: usize,
+}
+
+impl Varlen {
+    /// Whether the cumulative lengths are device buffers ([`DeviceTables`]).
+    pub fn on_device(&self) -> bool {
+        self.cu_seqlens_q.is_empty() && self.cu_seqlens_k.is_empty()
+    }
 }
 
 /// Paged K/V: `pages` pages of `page_size` tokens; sequence `b`'s key `j` lives in page
@@ -314,12 +330,34 @@ impl Attention {
         self.batch = cu_seqlens_q.len().saturating_sub(1);
         self.seqlen_q = longest(&cu_seqlens_q);
         self.seqlen_k = longest(&cu_seqlens_k);
+        let total = |cu: &[u32]| cu.last().copied().unwrap_or(0) as usize;
+        let (total_q, total_k) = (total(&cu_seqlens_q), total(&cu_seqlens_k));
+        self.varlen = Some(Varlen { cu_seqlens_q, cu_seqlens_k, total_q, total_k });
+        self.packed_strides()
+    }
+    /// Packed sequences whose cumulative lengths are device buffers (`batch + 1` entries each,
+    /// [`DeviceTables::cu_seqlens_q`] and [`DeviceTables::cu_seqlens_k`]), as candle and
+    /// FlashAttention-2's varlen interface hold them: `seqlen_q` / `seqlen_k` are the longest
+    /// lengths (FA2's `max_seqlen_q` / `max_seqlen_k`), `total_q` / `total_k` the rows of the
+    /// packed tensors; packed strides as [`varlen`](Self::varlen). Nothing is uploaded, so the
+    /// call can be captured in a CUDA graph and replayed with new lengths. The lengths are
+    /// checked on the device ([`Cukernels::attention_table_error`]): a sequence whose range is
+    /// decreasing, longer than `seqlen_q` / `seqlen_k`, or past `total_q` / `total_k` reads
+    /// and writes nothing. Such a launch is never split over keys.
+    pub fn varlen_on_device(mut self, batch: usize, seqlen_q: usize, seqlen_k: usize, total_q: usize, total_k: usize) -> Self {
+        self.batch = batch;
+        self.seqlen_q = seqlen_q;
+        self.seqlen_k = seqlen_k;
+        self.varlen = Some(Varlen { cu_seqlens_q: Vec::new(), cu_seqlens_k: Vec::new(), total_q, total_k });
+        self.packed_strides()
+    }
+    /// Packed `[total, heads, dim]` strides for Q, K, V and O.
+    fn packed_strides(mut self) -> Self {
         let packed = |heads: usize, dim: usize| Strides { batch: 0, seq: heads * dim, head: dim };
         self.q_strides = packed(self.heads_q, self.head_dim);
         self.k_strides = packed(self.heads_k, self.head_dim);
         self.v_strides = packed(self.heads_k, self.head_dim_v);
         self.o_strides = packed(self.heads_q, self.head_dim_v);
-        self.varlen = Some(Varlen { cu_seqlens_q, cu_seqlens_k });
         self
     }
     /// Paged K/V with contiguous pages `[pages, page_size, heads_k, dim]`.
@@ -346,6 +384,8 @@ impl Attention {
                 .sum()
         };
         let pairs: f64 = match &self.varlen {
+            // (Device-side lengths: at most every sequence at the longest.)
+            Some(v) if v.on_device() => self.batch as f64 * rows(self.seqlen_q, self.seqlen_k),
             Some(v) => (0..self.batch)
                 .map(|b| rows((v.cu_seqlens_q[b + 1] - v.cu_seqlens_q[b]) as usize, (v.cu_seqlens_k[b + 1] - v.cu_seqlens_k[b]) as usize))
                 .sum(),
@@ -387,6 +427,9 @@ pub struct AttentionBuffers {
 /// ([`DeviceTables`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TableBuffers {
+    /// `u32` `[batch + 1]` each.
+    pub cu_seqlens_q: Option<(u64, usize)>,
+    pub cu_seqlens_k: Option<(u64, usize)>,
     /// `u32` `[batch, pages_per_seq]`.
     pub block_table: Option<(u64, usize)>,
     /// `u32` `[batch]`.
@@ -500,14 +543,13 @@ impl Attention {
     pub fn buffer_lengths(&self) -> Result<AttentionLengths> {
         let a = self;
         let (dk, dv) = (a.head_dim, a.head_dim_v);
-        let total = |cu: &Vec<u32>| cu.last().copied().unwrap_or(0) as usize;
         let (q_batches, q_rows) = match &a.varlen {
-            Some(v) => (1, total(&v.cu_seqlens_q)),
+            Some(v) => (1, v.total_q),
             None => (a.batch, a.seqlen_q),
         };
         let (k_batches, k_rows) = match (&a.paged, &a.varlen) {
             (Some(pg), _) => (pg.pages, pg.page_size),
-            (None, Some(v)) => (1, total(&v.cu_seqlens_k)),
+            (None, Some(v)) => (1, v.total_k),
             (None, None) => (a.batch, a.seqlen_k),
         };
         let overflow = |name: &'static str| invalid(name, "strides", "the buffer extent overflows usize");
@@ -522,7 +564,8 @@ impl Attention {
 
     /// Buffers of exactly the lengths the problem needs ([`buffer_lengths`](Self::buffer_lengths);
     /// an f16 mask and an LSE where the problem has them, a device block table where its
-    /// [`PagedKv`] has none on the host) at distinct, 16-byte aligned addresses with no memory
+    /// [`PagedKv`] has none on the host, device cumulative lengths where its [`Varlen`] has
+    /// none) at distinct, 16-byte aligned addresses with no memory
     /// behind them: for reading a plan's choices (kernel, grid, splits, workspace) with
     /// [`plan`](Self::plan) before anything is allocated. Never launch with them.
     pub fn placeholder_buffers(&self) -> Result<AttentionBuffers> {
@@ -530,7 +573,9 @@ impl Attention {
         let at = |i: u64, len: usize| (i << 40, len);
         let mask = self.mask.map(|m| (5 << 40, if m.rows == 0 { 0 } else { (m.rows - 1) * m.row_stride + m.cols }, false));
         let block_table = self.paged.as_ref().filter(|p| p.block_table.is_empty()).map(|p| at(7, self.batch * p.pages_per_seq));
-        let tables = TableBuffers { block_table, ..TableBuffers::default() };
+        let on_device = self.varlen.as_ref().is_some_and(|v| v.on_device());
+        let (cu_seqlens_q, cu_seqlens_k) = if on_device { (Some(at(8, self.batch + 1)), Some(at(9, self.batch + 1))) } else { (None, None) };
+        let tables = TableBuffers { cu_seqlens_q, cu_seqlens_k, block_table, ..TableBuffers::default() };
         Ok(AttentionBuffers { q: at(1, n.q), k: at(2, n.k), v: at(3, n.v), o: at(4, n.o), lse: self.lse.then_some(at(6, n.lse)), mask, tables })
     }
 
@@ -565,29 +610,6 @@ impl Attention {
 
         // ---- Sequences ----
         let mut flags = 0u32;
-        let (total_q, cu_q, mut cu_k) = match &a.varlen {
-            Some(v) => {
-                for (name, cu) in [("cu_seqlens_q", &v.cu_seqlens_q), ("cu_seqlens_k", &v.cu_seqlens_k)] {
-                    if cu.len() != a.batch + 1 {
-                        return Err(invalid(name, format!("{} entries", cu.len()), format!("must have batch + 1 = {} entries", a.batch + 1)));
-                    }
-                    if cu[0] != 0 {
-                        return Err(invalid(name, cu[0], "must start at 0"));
-                    }
-                    if let Some(i) = cu.windows(2).position(|w| w[1] < w[0]) {
-                        return Err(invalid(name, format!("[{}] = {} then {}", i, cu[i], cu[i + 1]), "must be non-decreasing"));
-                    }
-                }
-                let longest = |cu: &[u32]| cu.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
-                if longest(&v.cu_seqlens_q) > a.seqlen_q || longest(&v.cu_seqlens_k) > a.seqlen_k {
-                    return Err(invalid("seqlen_q", a.seqlen_q, "seqlen_q / seqlen_k must be at least the longest packed sequence (Attention::varlen sets them)"));
-                }
-                flags |= VARLEN | KEY_LENGTHS;
-                (*v.cu_seqlens_q.last().unwrap() as usize, Some(v.cu_seqlens_q.clone()), Some(v.cu_seqlens_k.clone()))
-            }
-            None => (a.batch * a.seqlen_q, None, None),
-        };
-        let paged = a.paged.as_ref();
         let tables = buffers.tables;
         // Device tables: their lengths here, their contents on the device (CHECK_TABLES).
         let device_table = |name: &'static str, table: Option<(u64, usize)>, need: usize| -> Result<Option<u64>> {
@@ -600,6 +622,51 @@ impl Attention {
         };
         // A table passed both in the problem (`host`) and as a device buffer.
         let given_twice = |name: &'static str, host: &str| invalid(name, "given twice", format!("pass it on the host ({host}) or on the device (DeviceTables::{name}), not both"));
+        let varlen = a.varlen.as_ref();
+        if varlen.is_none_or(|v| !v.on_device()) && (tables.cu_seqlens_q.is_some() || tables.cu_seqlens_k.is_some()) {
+            return Err(invalid("cu_seqlens_q", "device buffer given", "device-side cumulative lengths need Attention::varlen_on_device (and host ones none)"));
+        }
+        let (mut cu_q_addr, mut cu_k_addr) = (None, None);
+        let (total_q, cu_q, mut cu_k) = match varlen {
+            Some(v) if v.on_device() => {
+                let missing = |name: &'static str| invalid(name, "missing", "Attention::varlen_on_device reads cu_seqlens_q and cu_seqlens_k from DeviceTables");
+                cu_q_addr = Some(device_table("cu_seqlens_q", tables.cu_seqlens_q, a.batch + 1)?.ok_or_else(|| missing("cu_seqlens_q"))?);
+                cu_k_addr = Some(device_table("cu_seqlens_k", tables.cu_seqlens_k, a.batch + 1)?.ok_or_else(|| missing("cu_seqlens_k"))?);
+                for (name, total) in [("total_q", v.total_q), ("total_k", v.total_k)] {
+                    if total > u32::MAX as usize / 2 {
+                        return Err(invalid(name, total, "too large for the kernels' 32-bit indices"));
+                    }
+                }
+                flags |= VARLEN | KEY_LENGTHS | CHECK_TABLES;
+                (v.total_q, None, None)
+            }
+            Some(v) => {
+                for (name, cu) in [("cu_seqlens_q", &v.cu_seqlens_q), ("cu_seqlens_k", &v.cu_seqlens_k)] {
+                    if cu.len() != a.batch + 1 {
+                        return Err(invalid(name, format!("{} entries", cu.len()), format!("must have batch + 1 = {} entries", a.batch + 1)));
+                    }
+                    if cu[0] != 0 {
+                        return Err(invalid(name, cu[0], "must start at 0"));
+                    }
+                    if let Some(i) = cu.windows(2).position(|w| w[1] < w[0]) {
+                        return Err(invalid(name, format!("[{}] = {} then {}", i, cu[i], cu[i + 1]), "must be non-decreasing"));
+                    }
+                }
+                for (name, total, cu) in [("total_q", v.total_q, &v.cu_seqlens_q), ("total_k", v.total_k, &v.cu_seqlens_k)] {
+                    if total != *cu.last().unwrap() as usize {
+                        return Err(invalid(name, total, format!("must be the last cumulative length, {} (Attention::varlen sets it)", cu.last().unwrap())));
+                    }
+                }
+                let longest = |cu: &[u32]| cu.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
+                if longest(&v.cu_seqlens_q) > a.seqlen_q || longest(&v.cu_seqlens_k) > a.seqlen_k {
+                    return Err(invalid("seqlen_q", a.seqlen_q, "seqlen_q / seqlen_k must be at least the longest packed sequence (Attention::varlen sets them)"));
+                }
+                flags |= VARLEN | KEY_LENGTHS;
+                (v.total_q, Some(v.cu_seqlens_q.clone()), Some(v.cu_seqlens_k.clone()))
+            }
+            None => (a.batch * a.seqlen_q, None, None),
+        };
+        let paged = a.paged.as_ref();
         let (mut block_table_addr, mut seqlens_k_addr) = (None, None);
         if paged.is_none() && (tables.block_table.is_some() || tables.seqlens_k.is_some()) {
             return Err(invalid("block_table", "device buffer given", "block_table and seqlens_k need paged K/V (Attention::paged)"));
@@ -808,7 +875,14 @@ impl Attention {
             return Err(invalid("batch", a.batch, format!("batch × heads_q / heads_packed = {groups} blocks exceed the grid's 65535 in y")));
         }
         let key_tiles = a.seqlen_k.div_ceil(tile.bk as usize);
+        let device_varlen = varlen.is_some_and(|v| v.on_device());
         let splits = match a.splits {
+            // Rows of the packed Q that no valid sequence covers would be merged from partials
+            // no block wrote: a launch with device-side query lengths is never split.
+            Some(s) if device_varlen && s > 1 => {
+                return Err(invalid("splits", s, "a launch with device-side cumulative lengths (Attention::varlen_on_device) is not split"));
+            }
+            None if device_varlen => 1,
             Some(s) => {
                 if s == 0 || s > MAX_KV_SPLITS as usize {
                     return Err(invalid("splits", s, format!("must be 1 to {MAX_KV_SPLITS}")));
@@ -859,12 +933,12 @@ impl Attention {
             mask: GlobalPtr::new(buffers.mask.map_or(0, |m| m.0)),
             alibi_slopes: GlobalPtr::new(device_slopes.unwrap_or(0)),
             sinks: GlobalPtr::new(device_sinks.unwrap_or(0)),
-            cu_seqlens_q: GlobalPtr::new(0),
-            // Cumulative lengths (uploaded) are set at launch, as is the zero word that starts
-            // device-side lengths (step 0).
-            key_starts: GlobalPtr::new(0),
-            key_ends: GlobalPtr::new(seqlens_k_addr.unwrap_or(0)),
-            key_start_step: u32::from(cu_k.is_some()),
+            cu_seqlens_q: GlobalPtr::new(cu_q_addr.unwrap_or(0)),
+            // Cumulative lengths on the host (uploaded) are set at launch, as is the zero word
+            // that starts device-side lengths per sequence (step 0).
+            key_starts: GlobalPtr::new(cu_k_addr.unwrap_or(0)),
+            key_ends: GlobalPtr::new(cu_k_addr.map_or(seqlens_k_addr.unwrap_or(0), |at| at + 4)),
+            key_start_step: u32::from(cu_k.is_some() || cu_k_addr.is_some()),
             block_table: GlobalPtr::new(block_table_addr.unwrap_or(0)),
             table_error: GlobalPtr::new(0),
             partial_o: GlobalPtr::new(0),
@@ -891,6 +965,10 @@ impl Attention {
             seqlen_q: a.seqlen_q as u32,
             seqlen_k: a.seqlen_k as u32,
             total_q: total_q as u32,
+            total_k: match varlen {
+                Some(v) if paged.is_none() => v.total_k as u32,
+                _ => u32::MAX,
+            },
             heads_q: a.heads_q as u32,
             heads_k: a.heads_k as u32,
             heads_packed: heads_packed as u32,
@@ -940,6 +1018,10 @@ pub struct AttentionExtras<'a> {
 /// name (which must then be left empty or `None`). Read on the stream of the call, in order.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceTables<'a> {
+    /// Packed sequences ([`Attention::varlen_on_device`]): `[batch + 1]` cumulative query and
+    /// key lengths (checked on the device).
+    pub cu_seqlens_q: Option<&'a CudaSlice<u32>>,
+    pub cu_seqlens_k: Option<&'a CudaSlice<u32>>,
     /// Paged K/V ([`PagedKv::on_device`]): `[batch, pages_per_seq]` page indices, each below
     /// `pages` (checked on the device).
     pub block_table: Option<&'a CudaSlice<u32>>,
@@ -997,6 +1079,8 @@ impl Cukernels {
             })
             .unzip()
         }
+        let (cu_seqlens_q, _cu_seqlens_q_sync) = table(extras.tables.cu_seqlens_q, stream);
+        let (cu_seqlens_k, _cu_seqlens_k_sync) = table(extras.tables.cu_seqlens_k, stream);
         let (block_table, _block_table_sync) = table(extras.tables.block_table, stream);
         let (seqlens_k, _seqlens_k_sync) = table(extras.tables.seqlens_k, stream);
         let (slopes, _slopes_sync) = table(extras.tables.alibi_slopes, stream);
@@ -1008,7 +1092,7 @@ impl Cukernels {
             o: (o_addr, o_len),
             lse: lse.as_ref().map(|l| l.0),
             mask: mask.as_ref().map(|m| m.0),
-            tables: TableBuffers { block_table, seqlens_k, alibi_slopes: slopes, sinks },
+            tables: TableBuffers { cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, alibi_slopes: slopes, sinks },
         };
         let plan = desc.plan(T::DTYPE, &buffers, self.attention_config(), self.sm_count())?;
         self.check_loadable_on(KernelFamily::Attention, stream.cu_stream())?;
@@ -1057,6 +1141,14 @@ impl Cukernels {
             }
             attention_table_error::KEY_LENGTH_TOO_LONG => {
                 invalid("seqlens_k", format!("[{sequence}] = {value}"), "longer than the seqlen_k the call was planned for (found on the device; the launch read no keys for it)")
+            }
+            attention_table_error::QUERY_RANGE_INVALID => invalid(
+                "cu_seqlens_q",
+                format!("[{index}] = {value} and the entry after it"),
+                "decreasing, longer than seqlen_q, or past total_q (found on the device; the launch computed no rows of that sequence)",
+            ),
+            attention_table_error::KEY_RANGE_PAST_END => {
+                invalid("cu_seqlens_k", format!("[{}] = {value}", index + 1), "past total_k (found on the device; the launch read no keys for that sequence)")
             }
             other => invalid("table_error", other, "an unknown record (a kernel newer than this host code?)"),
         })

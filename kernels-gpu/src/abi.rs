@@ -236,8 +236,12 @@ define_launch_params! { $
         /// Query / key length of every sequence (padded batches), else the longest.
         pub seqlen_q: u32,
         pub seqlen_k: u32,
-        /// Query rows of all sequences (`batch · seqlen_q`, or the last cumulative length).
+        /// Query rows of all sequences (`batch · seqlen_q`, or of the packed Q and O of
+        /// varlen): a device-side cumulative query length past it gives its sequence no rows.
         pub total_q: u32,
+        /// Key rows of a packed (varlen, not paged) K and V: a device-side cumulative key length
+        /// past it gives its sequence no keys; `u32::MAX` where K/V are not packed.
+        pub total_k: u32,
         pub heads_q: u32,
         pub heads_k: u32,
         /// Query heads of one KV head that one block processes together (divides

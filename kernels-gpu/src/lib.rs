@@ -129,6 +129,13 @@ pub mod attention_table_error {
     /// cumulative lengths) exceeds `seqlen_k`, the longest the launch was planned for (at most
     /// `pages_per_seq × page_size`), or is negative; `index` is the sequence again.
     pub const KEY_LENGTH_TOO_LONG: u32 = 2;
+    /// Sequence `sequence`'s cumulative query lengths (`cu_seqlens_q[index]` = `value` and the
+    /// entry after it) are decreasing, give a length past `seqlen_q` (the longest the launch
+    /// was planned for), or end past the packed Q and O (`total_q`); `index` is the sequence.
+    pub const QUERY_RANGE_INVALID: u32 = 3;
+    /// Sequence `sequence`'s keys end (`value`, from `cu_seqlens_k`) past the packed K and V
+    /// (`total_k`); `index` is the sequence.
+    pub const KEY_RANGE_PAST_END: u32 = 4;
 }
 
 /// Bits of the `flags` argument of the `moe` entry points.

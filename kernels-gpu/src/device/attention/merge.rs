@@ -43,7 +43,7 @@ use super::super::ptx::{
 use crate::abi::AttentionParams;
 use crate::attention_config::{MAX_KV_SPLITS, MERGE_LSE_FLOATS, MERGE_THREADS};
 use crate::attention_flags::{CHECK_LAUNCH, KEY_LENGTHS, PAGED, SINKS, VARLEN, WRITE_LSE};
-use crate::attention_table_error::{KEY_LENGTH_TOO_LONG, PAGE_OUT_OF_RANGE};
+use crate::attention_table_error::{KEY_LENGTH_TOO_LONG, KEY_RANGE_PAST_END, PAGE_OUT_OF_RANGE, QUERY_RANGE_INVALID};
 use core::sync::atomic::Ordering;
 
 const THREADS: usize = MERGE_THREADS as usize;
@@ -226,8 +226,9 @@ pub(super) unsafe fn merge<const BF16: bool>(p: &AttentionParams) {
     store_merged::<BF16>(p, row_id, c, acc, *lse_slot, c == 0);
 }
 
-/// The table check (`CHECK_LAUNCH`, one block per sequence `b`): the sequence's key length
-/// against `seqlen_k`, then the block table entries of its keys against the cache (threads
+/// The table check (`CHECK_LAUNCH`, one block per sequence `b`): the sequence's query range
+/// (varlen) against `seqlen_q` and `total_q`, its key length against `seqlen_k` (and its key
+/// range against `total_k`), then the block table entries of its keys against the cache (threads
 /// striding over them); the first bad entry of any block is recorded at `table_error`
 /// ([`crate::attention_table_error`]: claimed by compare-and-swap, the first claimant fills it).
 ///
@@ -246,11 +247,25 @@ unsafe fn check_tables(p: &AttentionParams) {
             *record.add(3) = value;
         }
     };
-    let len_k = if p.flags & KEY_LENGTHS != 0 {
-        let len = (*p.key_ends.ptr().add(b)).wrapping_sub(*p.key_starts.ptr().add(b * p.key_start_step as usize));
-        if len > p.seqlen_k {
+    if p.flags & VARLEN != 0 {
+        let (start, end) = (*p.cu_seqlens_q.ptr().add(b), *p.cu_seqlens_q.ptr().add(b + 1));
+        if end.wrapping_sub(start) > p.seqlen_q || end > p.total_q {
             if tid == 0 {
-                record(KEY_LENGTH_TOO_LONG, b as u32, len);
+                record(QUERY_RANGE_INVALID, b as u32, start);
+            }
+            return;
+        }
+    }
+    let len_k = if p.flags & KEY_LENGTHS != 0 {
+        let end = *p.key_ends.ptr().add(b);
+        let len = end.wrapping_sub(*p.key_starts.ptr().add(b * p.key_start_step as usize));
+        if len > p.seqlen_k || end > p.total_k {
+            if tid == 0 {
+                if len > p.seqlen_k {
+                    record(KEY_LENGTH_TOO_LONG, b as u32, len);
+                } else {
+                    record(KEY_RANGE_PAST_END, b as u32, end);
+                }
             }
             return;
         }

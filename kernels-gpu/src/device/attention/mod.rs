@@ -492,8 +492,12 @@ struct Sequence {
 #[inline(always)]
 unsafe fn sequence(p: &AttentionParams, b: usize) -> Sequence {
     let (q_start, len_q) = if p.flags & VARLEN != 0 {
-        let start = *p.cu_seqlens_q.ptr().add(b) as usize;
-        (start, *p.cu_seqlens_q.ptr().add(b + 1) as usize - start)
+        // A length from the caller's device memory may be negative (wrapping past
+        // `seqlen_q`), longer than the grid's rows, or end past Q and O: its sequence then has
+        // no rows (the check launch, `merge.rs`, records it).
+        let (start, end) = (*p.cu_seqlens_q.ptr().add(b), *p.cu_seqlens_q.ptr().add(b + 1));
+        let len = end.wrapping_sub(start);
+        (start as usize, if len > p.seqlen_q || end > p.total_q { 0 } else { len as usize })
     } else {
         (0, p.seqlen_q as usize)
     };
@@ -501,11 +505,11 @@ unsafe fn sequence(p: &AttentionParams, b: usize) -> Sequence {
         // Sequence b's keys run from `key_starts[b · key_start_step]` to `key_ends[b]`: FA2's
         // cumulative lengths (step 1, the ends one entry on), or lengths per sequence (step
         // 0 on a zero word). A length from the caller's device memory may be past what the
-        // launch was planned (and the block table sized) for, or negative: it reads no keys
-        // (the check launch, `merge.rs`, records it).
-        let start = *p.key_starts.ptr().add(b * p.key_start_step as usize);
-        let len = (*p.key_ends.ptr().add(b)).wrapping_sub(start);
-        (start as usize, if len > p.seqlen_k { 0 } else { len as usize })
+        // launch was planned (and the block table sized) for, negative, or end past packed
+        // K/V: it reads no keys (the check launch, `merge.rs`, records it).
+        let (start, end) = (*p.key_starts.ptr().add(b * p.key_start_step as usize), *p.key_ends.ptr().add(b));
+        let len = end.wrapping_sub(start);
+        (start as usize, if len > p.seqlen_k || end > p.total_k { 0 } else { len as usize })
     } else {
         (0, p.seqlen_k as usize)
     };
