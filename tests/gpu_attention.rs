@@ -484,9 +484,9 @@ fn varlen_with_empty_and_single_token_sequences() {
 }
 
 /// Bad device-side cumulative lengths are never followed and are reported: a decreasing query
-/// range, one past `total_q`, a key range past `total_k` and a key length past `seqlen_k` each
-/// leave the other sequences' outputs right, touch no row of the bad query range (O stays
-/// poisoned there), and make `attention_table_error` name the table, the entry and its value,
+/// range, one past `total_q`, a key range past `total_k` (cut there) and a key length past
+/// `seqlen_k` each leave every other sequence's rows written, touch no row of a bad query
+/// range (O stays poisoned there), and make `attention_table_error` name the table, the entry and its value,
 /// once. Lengths that cover fewer rows than `total_q` are valid: the rows past them stay
 /// untouched. A call with device lengths is captured in a CUDA graph and replayed with new
 /// lengths, giving a direct call's bits. (compute-sanitizer's memcheck runs this test in the
@@ -530,10 +530,10 @@ fn bad_device_cumulative_lengths_are_reported_not_followed() {
         let got = run(&mut o, &[0, 10, 30, 45], &[0, 100, 400, 600]);
         expect("queries past total_q", "cu_seqlens_q", "[2] = 30 and the entry after it");
         assert!(rows_finite(&got, 0..30) && rows_poisoned(&got, 30..40), "{who}: the bad range was written");
-        // Sequence 2's keys end past total_k: it sees no key (zeros), read from nowhere.
+        // Sequence 2's keys end past total_k: they are cut at its end (nothing read past K/V).
         let got = run(&mut o, &[0, 10, 30, 40], &[0, 100, 400, 700]);
         expect("keys past total_k", "cu_seqlens_k", "[3] = 700");
-        assert!(rows_finite(&got, 0..40) && got[30 * row..40 * row].iter().all(|x| x.to_f32() == 0.0), "{who}: a sequence without keys gives zeros");
+        assert!(rows_finite(&got, 0..40), "{who}: every row of the valid query ranges written");
         // Sequence 1 has 301 keys, past seqlen_k.
         run(&mut o, &[0, 10, 30, 40], &[0, 100, 401, 600]);
         expect("a key length past seqlen_k", "seqlens_k", "[1] = 301");

@@ -341,9 +341,10 @@ impl Attention {
     /// lengths (FA2's `max_seqlen_q` / `max_seqlen_k`), `total_q` / `total_k` the rows of the
     /// packed tensors; packed strides as [`varlen`](Self::varlen). Nothing is uploaded, so the
     /// call can be captured in a CUDA graph and replayed with new lengths. The lengths are
-    /// checked on the device ([`Cukernels::attention_table_error`]): a sequence whose range is
-    /// decreasing, longer than `seqlen_q` / `seqlen_k`, or past `total_q` / `total_k` reads
-    /// and writes nothing. Such a launch is never split over keys.
+    /// checked on the device ([`Cukernels::attention_table_error`]): a sequence whose query
+    /// range is decreasing, longer than `seqlen_q` or past `total_q` computes nothing; a key
+    /// range that is decreasing or longer than `seqlen_k` reads no keys, one past `total_k` is
+    /// cut there. Such a launch is never split over keys.
     pub fn varlen_on_device(mut self, batch: usize, seqlen_q: usize, seqlen_k: usize, total_q: usize, total_k: usize) -> Self {
         self.batch = batch;
         self.seqlen_q = seqlen_q;
@@ -1148,7 +1149,7 @@ impl Cukernels {
                 "decreasing, longer than seqlen_q, or past total_q (found on the device; the launch computed no rows of that sequence)",
             ),
             attention_table_error::KEY_RANGE_PAST_END => {
-                invalid("cu_seqlens_k", format!("[{}] = {value}", index + 1), "past total_k (found on the device; the launch read no keys for that sequence)")
+                invalid("cu_seqlens_k", format!("[{}] = {value}", index + 1), "past total_k (found on the device; the launch read that sequence's keys up to total_k)")
             }
             other => invalid("table_error", other, "an unknown record (a kernel newer than this host code?)"),
         })

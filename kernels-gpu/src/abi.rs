@@ -239,8 +239,8 @@ define_launch_params! { $
         /// Query rows of all sequences (`batch · seqlen_q`, or of the packed Q and O of
         /// varlen): a device-side cumulative query length past it gives its sequence no rows.
         pub total_q: u32,
-        /// Key rows of a packed (varlen, not paged) K and V: a device-side cumulative key length
-        /// past it gives its sequence no keys; `u32::MAX` where K/V are not packed.
+        /// Key rows of a packed (varlen, not paged) K and V: a device-side cumulative key range
+        /// is cut at it; `u32::MAX` where K/V are not packed.
         pub total_k: u32,
         pub heads_q: u32,
         pub heads_k: u32,

@@ -134,7 +134,7 @@ pub mod attention_table_error {
     /// was planned for), or end past the packed Q and O (`total_q`); `index` is the sequence.
     pub const QUERY_RANGE_INVALID: u32 = 3;
     /// Sequence `sequence`'s keys end (`value`, from `cu_seqlens_k`) past the packed K and V
-    /// (`total_k`); `index` is the sequence.
+    /// (`total_k`; the forward kernels cut the range there); `index` is the sequence.
     pub const KEY_RANGE_PAST_END: u32 = 4;
 }
 

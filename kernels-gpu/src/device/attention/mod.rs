@@ -497,7 +497,7 @@ unsafe fn sequence(p: &AttentionParams, b: usize) -> Sequence {
         // no rows (the check launch, `merge.rs`, records it).
         let (start, end) = (*p.cu_seqlens_q.ptr().add(b), *p.cu_seqlens_q.ptr().add(b + 1));
         let len = end.wrapping_sub(start);
-        (start as usize, if len > p.seqlen_q || end > p.total_q { 0 } else { len as usize })
+        (start as usize, if (len <= p.seqlen_q) & (end <= p.total_q) { len as usize } else { 0 })
     } else {
         (0, p.seqlen_q as usize)
     };
@@ -505,11 +505,13 @@ unsafe fn sequence(p: &AttentionParams, b: usize) -> Sequence {
         // Sequence b's keys run from `key_starts[b · key_start_step]` to `key_ends[b]`: FA2's
         // cumulative lengths (step 1, the ends one entry on), or lengths per sequence (step
         // 0 on a zero word). A length from the caller's device memory may be past what the
-        // launch was planned (and the block table sized) for, negative, or end past packed
-        // K/V: it reads no keys (the check launch, `merge.rs`, records it).
+        // launch was planned (and the block table sized) for, or negative: it reads no keys;
+        // a range that ends past packed K/V is cut at its end (the check launch, `merge.rs`,
+        // records both). (A cut, not a test: one more test here made the tightest prefill
+        // tile, 112 on sm_90, spill.)
         let (start, end) = (*p.key_starts.ptr().add(b * p.key_start_step as usize), *p.key_ends.ptr().add(b));
-        let len = end.wrapping_sub(start);
-        (start as usize, if len > p.seqlen_k || end > p.total_k { 0 } else { len as usize })
+        let len = end.min(p.total_k).wrapping_sub(start);
+        (start as usize, if len <= p.seqlen_k { len as usize } else { 0 })
     } else {
         (0, p.seqlen_k as usize)
     };
