@@ -484,8 +484,9 @@ fn varlen_with_empty_and_single_token_sequences() {
 }
 
 /// Bad device-side cumulative lengths are never followed and are reported: a decreasing query
-/// range, one past `total_q`, a key range past `total_k` (cut there) and a key length past
-/// `seqlen_k` each leave every other sequence's rows written, touch no row of a bad query
+/// range, one past `total_q`, a key range past `total_k` (cut there; also one too long
+/// uncut but not once cut, reported as the cut the kernels made), a key length past `seqlen_k`
+/// and a decreasing key range each leave every other sequence's rows written, touch no row of a bad query
 /// range (O stays poisoned there), and make `attention_table_error` name the table, the entry and its value,
 /// once. Lengths that cover fewer rows than `total_q` are valid: the rows past them stay
 /// untouched. A call with device lengths is captured in a CUDA graph and replayed with new
@@ -534,9 +535,18 @@ fn bad_device_cumulative_lengths_are_reported_not_followed() {
         let got = run(&mut o, &[0, 10, 30, 40], &[0, 100, 400, 700]);
         expect("keys past total_k", "cu_seqlens_k", "[3] = 700");
         assert!(rows_finite(&got, 0..40), "{who}: every row of the valid query ranges written");
+        // Sequence 2's keys run 400 past seqlen_k's 300 and end past total_k: cut at total_k
+        // they are 200, which the kernels read; the report says what they did (cut), not
+        // that they read nothing.
+        let got = run(&mut o, &[0, 10, 30, 40], &[0, 100, 400, 800]);
+        expect("keys too many and past total_k, but not once cut", "cu_seqlens_k", "[3] = 800");
+        assert!(rows_finite(&got, 0..40), "{who}: every row of the valid query ranges written");
         // Sequence 1 has 301 keys, past seqlen_k.
         run(&mut o, &[0, 10, 30, 40], &[0, 100, 401, 600]);
-        expect("a key length past seqlen_k", "seqlens_k", "[1] = 301");
+        expect("a key length past seqlen_k", "cu_seqlens_k", "[1] and [2]: length 301");
+        // Sequence 1's keys run backwards (100 to 50).
+        run(&mut o, &[0, 10, 30, 40], &[0, 100, 50, 600]);
+        expect("a decreasing key range", "cu_seqlens_k", "[1] and [2]: length -50");
         h.attention_table_error(&s).unwrap_or_else(|e| panic!("{who}: the record was not cleared: {e}"));
 
         // Captured once, replayed with other lengths: a direct call's bits.

@@ -624,12 +624,13 @@ impl Attention {
         // A table passed both in the problem (`host`) and as a device buffer.
         let given_twice = |name: &'static str, host: &str| invalid(name, "given twice", format!("pass it on the host ({host}) or on the device (DeviceTables::{name}), not both"));
         let varlen = a.varlen.as_ref();
-        if varlen.is_none_or(|v| !v.on_device()) && (tables.cu_seqlens_q.is_some() || tables.cu_seqlens_k.is_some()) {
+        let device_varlen = varlen.is_some_and(|v| v.on_device());
+        if !device_varlen && (tables.cu_seqlens_q.is_some() || tables.cu_seqlens_k.is_some()) {
             return Err(invalid("cu_seqlens_q", "device buffer given", "device-side cumulative lengths need Attention::varlen_on_device (and host ones none)"));
         }
         let (mut cu_q_addr, mut cu_k_addr) = (None, None);
         let (total_q, cu_q, mut cu_k) = match varlen {
-            Some(v) if v.on_device() => {
+            Some(v) if device_varlen => {
                 let missing = |name: &'static str| invalid(name, "missing", "Attention::varlen_on_device reads cu_seqlens_q and cu_seqlens_k from DeviceTables");
                 cu_q_addr = Some(device_table("cu_seqlens_q", tables.cu_seqlens_q, a.batch + 1)?.ok_or_else(|| missing("cu_seqlens_q"))?);
                 cu_k_addr = Some(device_table("cu_seqlens_k", tables.cu_seqlens_k, a.batch + 1)?.ok_or_else(|| missing("cu_seqlens_k"))?);
@@ -876,7 +877,6 @@ impl Attention {
             return Err(invalid("batch", a.batch, format!("batch × heads_q / heads_packed = {groups} blocks exceed the grid's 65535 in y")));
         }
         let key_tiles = a.seqlen_k.div_ceil(tile.bk as usize);
-        let device_varlen = varlen.is_some_and(|v| v.on_device());
         let splits = match a.splits {
             // Rows of the packed Q that no valid sequence covers would be merged from partials
             // no block wrote: a launch with device-side query lengths is never split.
@@ -1143,6 +1143,11 @@ impl Cukernels {
             attention_table_error::KEY_LENGTH_TOO_LONG => {
                 invalid("seqlens_k", format!("[{sequence}] = {value}"), "longer than the seqlen_k the call was planned for (found on the device; the launch read no keys for it)")
             }
+            attention_table_error::KEY_RANGE_TOO_LONG => invalid(
+                "cu_seqlens_k",
+                format!("[{index}] and [{}]: length {}", index + 1, value as i32),
+                "decreasing or longer than seqlen_k, counted up to total_k (found on the device; the launch read no keys for that sequence)",
+            ),
             attention_table_error::QUERY_RANGE_INVALID => invalid(
                 "cu_seqlens_q",
                 format!("[{index}] = {value} and the entry after it"),

@@ -125,9 +125,9 @@ pub mod attention_table_error {
     pub const WORDS: usize = 4;
     /// `block_table[sequence][index] = value` is not below the cache's page count.
     pub const PAGE_OUT_OF_RANGE: u32 = 1;
-    /// Sequence `sequence`'s key length `value` (from `seqlens_k`, or the difference of two
-    /// cumulative lengths) exceeds `seqlen_k`, the longest the launch was planned for (at most
-    /// `pages_per_seq × page_size`), or is negative; `index` is the sequence again.
+    /// Sequence `sequence`'s key length `value` (from `seqlens_k`) exceeds `seqlen_k`, the
+    /// longest the launch was planned for (at most `pages_per_seq × page_size`); `index` is the
+    /// sequence again. The forward kernels read no keys for it.
     pub const KEY_LENGTH_TOO_LONG: u32 = 2;
     /// Sequence `sequence`'s cumulative query lengths (`cu_seqlens_q[index]` = `value` and the
     /// entry after it) are decreasing, give a length past `seqlen_q` (the longest the launch
@@ -136,6 +136,10 @@ pub mod attention_table_error {
     /// Sequence `sequence`'s keys end (`value`, from `cu_seqlens_k`) past the packed K and V
     /// (`total_k`; the forward kernels cut the range there); `index` is the sequence.
     pub const KEY_RANGE_PAST_END: u32 = 4;
+    /// Sequence `sequence`'s cumulative key lengths (`cu_seqlens_k[index]` and the entry after
+    /// it, cut at `total_k`) give a length `value` past `seqlen_k` or are decreasing; `index`
+    /// is the sequence. The forward kernels read no keys for it.
+    pub const KEY_RANGE_TOO_LONG: u32 = 5;
 }
 
 /// Bits of the `flags` argument of the `moe` entry points.

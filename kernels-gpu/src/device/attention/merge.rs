@@ -36,6 +36,7 @@
 //! forward kernels, whose tightest tiles had no register to spare for it.
 
 use super::super::atomic;
+use super::{key_range, query_range};
 use super::super::ptx::{
     allow_dependent_launch, block_idx_x, dynamic_smem, fma, load_gpu_coherent_f32, load_gpu_coherent_f32x4, opaque, shfl_xor_f32, sync_threads, thread_idx_x,
     wait_for_prerequisite_grid,
@@ -43,7 +44,7 @@ use super::super::ptx::{
 use crate::abi::AttentionParams;
 use crate::attention_config::{MAX_KV_SPLITS, MERGE_LSE_FLOATS, MERGE_THREADS};
 use crate::attention_flags::{CHECK_LAUNCH, KEY_LENGTHS, PAGED, SINKS, VARLEN, WRITE_LSE};
-use crate::attention_table_error::{KEY_LENGTH_TOO_LONG, KEY_RANGE_PAST_END, PAGE_OUT_OF_RANGE, QUERY_RANGE_INVALID};
+use crate::attention_table_error::PAGE_OUT_OF_RANGE;
 use core::sync::atomic::Ordering;
 
 const THREADS: usize = MERGE_THREADS as usize;
@@ -247,29 +248,22 @@ unsafe fn check_tables(p: &AttentionParams) {
             *record.add(3) = value;
         }
     };
+    // Each range through the forward kernels' own helpers: what is reported is what they did.
     if p.flags & VARLEN != 0 {
-        let (start, end) = (*p.cu_seqlens_q.ptr().add(b), *p.cu_seqlens_q.ptr().add(b + 1));
-        if end.wrapping_sub(start) > p.seqlen_q || end > p.total_q {
+        let range = query_range(p, b);
+        if range.finding != 0 {
             if tid == 0 {
-                record(QUERY_RANGE_INVALID, b as u32, start);
+                record(range.finding, b as u32, range.value);
             }
             return;
         }
     }
     let len_k = if p.flags & KEY_LENGTHS != 0 {
-        let end = *p.key_ends.ptr().add(b);
-        let len = end.wrapping_sub(*p.key_starts.ptr().add(b * p.key_start_step as usize));
-        if len > p.seqlen_k || end > p.total_k {
-            if tid == 0 {
-                if len > p.seqlen_k {
-                    record(KEY_LENGTH_TOO_LONG, b as u32, len);
-                } else {
-                    record(KEY_RANGE_PAST_END, b as u32, end);
-                }
-            }
-            return;
+        let range = key_range(p, b);
+        if range.finding != 0 && tid == 0 {
+            record(range.finding, b as u32, range.value);
         }
-        len
+        range.len
     } else {
         p.seqlen_k
     };

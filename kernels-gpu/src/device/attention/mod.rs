@@ -112,6 +112,7 @@ use super::BUILD_CONFIG;
 use crate::abi::{attention_params_entry, AttentionParams};
 use crate::attention_config::{attention_config, copies_short_pages, matrix_path, AttentionDtype, AttentionHead, AttentionTileKind, MatrixPath, ATTENTION_SMEM_PAD};
 use crate::attention_flags::{ALIBI, KEY_LENGTHS, MASK, MASK_F32, O_PAIRS, PAGED, QKV_VECTOR, SINKS, SOFTCAP, SPLIT, VARLEN, WRITE_LSE};
+use crate::attention_table_error::{KEY_LENGTH_TOO_LONG, KEY_RANGE_PAST_END, KEY_RANGE_TOO_LONG, QUERY_RANGE_INVALID};
 
 const PAD: usize = ATTENTION_SMEM_PAD as usize;
 const LOG2E: f32 = core::f32::consts::LOG2_E;
@@ -489,29 +490,59 @@ struct Sequence {
     len_k: usize,
 }
 
+/// A sequence's range of rows as the caller's device tables give it, and what the table check
+/// reports about it: `finding` is a [`crate::attention_table_error`] code (0: none) and `value` the
+/// number it names. The forward kernels ([`sequence`]) and the check launch
+/// ([`merge::check_tables`]) both read a range through these helpers, so the check reports
+/// exactly what the kernels did.
+pub(super) struct TableRange {
+    pub start: u32,
+    /// The rows the forward kernels compute (queries) or read (keys); 0 when refused.
+    pub len: u32,
+    pub finding: u32,
+    pub value: u32,
+}
+
+/// Sequence `b`'s rows of packed Q and O (varlen): `cu_seqlens_q[b]` to `cu_seqlens_q[b + 1]`.
+/// A range from the caller's device memory may be decreasing (a wrapped length past
+/// `seqlen_q`), longer than the grid's rows, or end past Q and O: its sequence then has no rows.
+#[inline(always)]
+pub(super) unsafe fn query_range(p: &AttentionParams, b: usize) -> TableRange {
+    let (start, end) = (*p.cu_seqlens_q.ptr().add(b), *p.cu_seqlens_q.ptr().add(b + 1));
+    let len = end.wrapping_sub(start);
+    let valid = (len <= p.seqlen_q) & (end <= p.total_q);
+    TableRange { start, len: if valid { len } else { 0 }, finding: if valid { 0 } else { QUERY_RANGE_INVALID }, value: start }
+}
+
+/// Sequence `b`'s keys (`KEY_LENGTHS`): from `key_starts[b · key_start_step]` to
+/// `key_ends[b]`, FA2's cumulative lengths (step 1, the ends one entry on) or lengths per
+/// sequence (step 0 on a zero word). A range that ends past packed K and V (`total_k`) is cut
+/// there; one whose cut length is past what the launch was planned (and the block table sized)
+/// for, or negative, reads no keys. (A cut, not a test: one more test in [`sequence`] made the
+/// tightest prefill tile, 112 on sm_90, spill.)
+#[inline(always)]
+pub(super) unsafe fn key_range(p: &AttentionParams, b: usize) -> TableRange {
+    let (start, end) = (*p.key_starts.ptr().add(b * p.key_start_step as usize), *p.key_ends.ptr().add(b));
+    let len = end.min(p.total_k).wrapping_sub(start);
+    if len > p.seqlen_k {
+        let finding = if p.key_start_step != 0 { KEY_RANGE_TOO_LONG } else { KEY_LENGTH_TOO_LONG };
+        TableRange { start, len: 0, finding, value: len }
+    } else {
+        TableRange { start, len, finding: if end > p.total_k { KEY_RANGE_PAST_END } else { 0 }, value: end }
+    }
+}
+
 #[inline(always)]
 unsafe fn sequence(p: &AttentionParams, b: usize) -> Sequence {
     let (q_start, len_q) = if p.flags & VARLEN != 0 {
-        // A length from the caller's device memory may be negative (wrapping past
-        // `seqlen_q`), longer than the grid's rows, or end past Q and O: its sequence then has
-        // no rows (the check launch, `merge.rs`, records it).
-        let (start, end) = (*p.cu_seqlens_q.ptr().add(b), *p.cu_seqlens_q.ptr().add(b + 1));
-        let len = end.wrapping_sub(start);
-        (start as usize, if (len <= p.seqlen_q) & (end <= p.total_q) { len as usize } else { 0 })
+        let range = query_range(p, b);
+        (range.start as usize, range.len as usize)
     } else {
         (0, p.seqlen_q as usize)
     };
     let (k_start, len_k) = if p.flags & KEY_LENGTHS != 0 {
-        // Sequence b's keys run from `key_starts[b · key_start_step]` to `key_ends[b]`: FA2's
-        // cumulative lengths (step 1, the ends one entry on), or lengths per sequence (step
-        // 0 on a zero word). A length from the caller's device memory may be past what the
-        // launch was planned (and the block table sized) for, or negative: it reads no keys;
-        // a range that ends past packed K/V is cut at its end (the check launch, `merge.rs`,
-        // records both). (A cut, not a test: one more test here made the tightest prefill
-        // tile, 112 on sm_90, spill.)
-        let (start, end) = (*p.key_starts.ptr().add(b * p.key_start_step as usize), *p.key_ends.ptr().add(b));
-        let len = end.min(p.total_k).wrapping_sub(start);
-        (start as usize, if len <= p.seqlen_k { len as usize } else { 0 })
+        let range = key_range(p, b);
+        (range.start as usize, range.len as usize)
     } else {
         (0, p.seqlen_k as usize)
     };
