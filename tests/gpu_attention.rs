@@ -544,8 +544,8 @@ fn bad_device_cumulative_lengths_are_reported_not_followed() {
         // Sequence 1 has 301 keys, past seqlen_k.
         run(&mut o, &[0, 10, 30, 40], &[0, 100, 401, 600]);
         expect("a key length past seqlen_k", "cu_seqlens_k", "[1] and [2]: length 301");
-        // Sequence 1's keys run backwards (100 to 50).
-        run(&mut o, &[0, 10, 30, 40], &[0, 100, 50, 600]);
+        // Sequence 1's keys run backwards (100 to 50; sequence 2's 50 to 300 are valid).
+        run(&mut o, &[0, 10, 30, 40], &[0, 100, 50, 300]);
         expect("a decreasing key range", "cu_seqlens_k", "[1] and [2]: length -50");
         h.attention_table_error(&s).unwrap_or_else(|e| panic!("{who}: the record was not cleared: {e}"));
 
