@@ -28,6 +28,18 @@ pub const SMEM_ROW_PAD: u32 = 4;
 /// the copy plans, stage addresses and loop counters take in the kernels' SASS.
 pub const EARLY_FRAGMENT_SPARE_REGISTERS: u32 = 40;
 
+/// Most accumulators a thread may hold for its tile to store C through shared memory where C
+/// is not 16-byte aligned ([`SgemmTile::store_staging_rows`]). Beyond it (`huge`, 128), the
+/// staging code beside the accumulators made ptxas 12.9 spill (12 bytes in `huge`'s `tt` on
+/// sm_90), and a tile that large runs on problems big enough that the epilogue matters little.
+pub const STAGED_STORES_MAX_ACCUMULATORS: u32 = 64;
+
+/// Stores of C (and loads of C where beta ≠ 0) each lane issues before it waits for any, in
+/// the staged epilogue ([`SgemmTile::store_staging_rows`]): each is a 128-byte row segment of
+/// the warp, and a load of C takes hundreds of cycles, so the loads of several segments go
+/// out together.
+pub const STAGED_STORES_IN_FLIGHT: u32 = 8;
+
 /// Thread blocks are rasterized in groups of this many tile-rows, so that blocks running at the
 /// same time share rows of A and columns of B in L2.
 pub const RASTER_GROUP_M: u32 = 8;
@@ -633,6 +645,38 @@ impl SgemmTile {
         }
     }
 
+    /// Rows of each lane's accumulators a warp stages in shared memory at a time to store C
+    /// where C's rows are not 16-byte aligned (0: it does not; see "Epilogue" in
+    /// `device/sgemm.rs`). A thread's four columns of a row are then stored one float at a
+    /// time, and a warp's store instruction spread 32 floats over `lanes_m` rows at 16-byte
+    /// steps: 16-20 memory sectors for 128 bytes. Staged through shared memory, each store
+    /// instruction writes 32 consecutive floats of one row (4 sectors). The stage buffers are
+    /// idle by then; all `tm` rows at once where they fit, else 4 or 1 per pass. Not for tiles
+    /// past [`STAGED_STORES_MAX_ACCUMULATORS`], nor for the register-double-buffered
+    /// pipeline (no `cp.async`) at a budget of 128 registers: ptxas 12.9 spilled 16-232 bytes
+    /// in sm_70's and sm_75's `large` with the staging code.
+    pub const fn store_staging_rows(&self, limits: &ArchLimits) -> u32 {
+        if self.tm * self.tn > STAGED_STORES_MAX_ACCUMULATORS || (!limits.has_cp_async && self.register_budget(limits) <= 128) {
+            return 0;
+        }
+        if self.store_staging_bytes(self.tm) <= self.smem_bytes() {
+            self.tm
+        } else if self.store_staging_bytes(4) <= self.smem_bytes() {
+            4
+        } else if self.store_staging_bytes(1) <= self.smem_bytes() {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Shared memory the staged epilogue takes with `rows` rows of each lane's accumulators
+    /// per pass: every warp stages `lanes_m × rows` rows of its warp tile, each padded as the
+    /// stage buffers' rows are.
+    pub const fn store_staging_bytes(&self, rows: u32) -> u32 {
+        (self.threads() / 32) * self.lanes_m * rows * (self.warp_tile_n() + SMEM_ROW_PAD) * 4
+    }
+
     /// Resident blocks per SM that shared memory alone allows.
     pub const fn blocks_by_smem(&self, limits: &ArchLimits) -> u32 {
         limits.smem_per_sm / (self.smem_bytes() + limits.reserved_smem_per_block)
@@ -691,6 +735,16 @@ impl SgemmTile {
         }
         if self.can_split_k(&l) && self.blocks_per_sm * (self.split_k_smem_bytes() + l.reserved_smem_per_block) > l.smem_per_sm {
             return Err("a k-split launch's partial tile would lower the designed blocks per SM");
+        }
+        let staged_rows = self.store_staging_rows(&l);
+        if staged_rows > 0 {
+            // The read-back: each lane takes columns `lane + 32·c` of a staged row.
+            if self.warp_tile_n() % 32 != 0 || self.warp_tile_n() / 32 > STAGED_STORES_IN_FLIGHT {
+                return Err("staged epilogue: the warp tile's width must be 32 to 32 x STAGED_STORES_IN_FLIGHT columns, a multiple of 32");
+            }
+            if self.tm % staged_rows != 0 || self.store_staging_bytes(staged_rows) > self.smem_bytes() {
+                return Err("staged epilogue: the staged rows must divide tm and fit in the stage buffers");
+            }
         }
         if self.register_budget(&l) < 64 {
             return Err("register budget below 64 per thread: the accumulators would spill");

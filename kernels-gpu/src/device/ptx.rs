@@ -63,6 +63,15 @@ pub unsafe fn sync_threads() {
     nvptx::_syncthreads()
 }
 
+/// `__syncwarp()`: the lanes of the warp wait for each other, and each lane's shared-memory
+/// writes before it are visible to the other lanes after it. Every lane of the warp must reach
+/// it (mask: all 32 lanes).
+#[inline(always)]
+pub unsafe fn sync_warp() {
+    // (Not `nomem`: it orders the shared-memory accesses around it.)
+    asm!("bar.warp.sync 0xffffffff;", options(nostack))
+}
+
 /// Alignment of the dynamic shared memory region: 128 bytes, what tensor-core (`ldmatrix`,
 /// swizzled tiles) and bulk-copy (TMA) paths need; the region is declared with the alignment of
 /// the type it is asked for as.

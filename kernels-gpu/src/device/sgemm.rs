@@ -95,7 +95,12 @@
 //! Each thread scales its accumulators by alpha, adds `beta · C` (not reading C at all when
 //! beta is 0), and writes the elements its block owns (a moved tile skips its neighbour's
 //! rows and columns), with 16-byte stores where C is aligned (for a moved tile: moved by a
-//! multiple of 4) and the four columns are in range. A k-split launch writes C from the
+//! multiple of 4) and the four columns are in range. Where C is not aligned, a thread's
+//! four columns would be four scalar stores, and each store instruction of the warp would
+//! spread 32 floats over `LM` rows 16 bytes apart; tiles with few enough accumulators
+//! ([`SgemmTile::store_staging_rows`]) instead pass their rows through the idle stage buffers
+//! ([`store_rows_through_shared`]), so that each store instruction writes 32 consecutive
+//! floats of one row. A k-split launch writes C from the
 //! reduction of its partial tiles instead (see "Split k"). `blockIdx.x` is the tile index (rasterized in groups of `RASTER_GROUP_M` tile-rows so
 //! co-running blocks share A and B in L2); `blockIdx.z` strides over the batch, so any batch
 //! count runs in one launch.
@@ -103,13 +108,14 @@
 use super::ptx::{
     arrive_wrapping_gpu, block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16,
     cp_async_16_inside, cp_async_4, cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fence_gpu, fma, grid_dim_x, grid_dim_y,
-    grid_dim_z, load_cluster_shared_f32x4, load_gpu_coherent_f32x4, opaque, shared_address, sync_threads, thread_idx_x,
+    grid_dim_z, load_cluster_shared_f32x4, load_gpu_coherent_f32x4, opaque, shared_address, sync_threads, sync_warp, thread_idx_x,
 };
 use super::BUILD_CONFIG;
 use super::gemv::{gemv, gemv_dot};
 use super::tiny::tiny;
 use crate::sgemm_config::{
     k_slice, sgemm_config, tile_origin_inside, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, TinyConfig, RASTER_GROUP_M, SMEM_ROW_PAD,
+    STAGED_STORES_IN_FLIGHT,
 };
 use crate::abi::{sgemm_params_entry, SgemmParams};
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR, SPLIT_WORKSPACE};
@@ -503,34 +509,141 @@ impl<const MOVED: bool> COutput<MOVED> {
         self.base.wrapping_add((row as u64 * p.ldc) as usize)
     }
 
+    /// Whether this block stores column `col` of C.
+    #[inline(always)]
+    pub(super) fn owns_col(&self, p: &Problem, col: u32) -> bool {
+        col < p.n && (!MOVED || col >= self.n_start)
+    }
+
+    /// The value stored where C held `old`: `scaled` (= alpha·acc) + beta·old. The one store
+    /// formula of the tile kernels, so every path writes the same bits.
+    #[inline(always)]
+    pub(super) fn add_old(&self, p: &Problem, scaled: f32, old: f32) -> f32 {
+        fma(p.beta, old, scaled)
+    }
+
+    /// `*dst = scaled + beta·*dst` (just `scaled` where beta = 0: C is not read).
+    #[inline(always)]
+    pub(super) unsafe fn store1(&self, p: &Problem, dst: *mut f32, scaled: f32) {
+        *dst = if self.beta_zero { scaled } else { self.add_old(p, scaled, *dst) };
+    }
+
     /// `C[col + e] = alpha·acc[e] + beta·C[col + e]` in row `c_row` (from [`row`](Self::row)),
     /// for those of the four columns from `col` (a multiple of 4 from the tile's first column)
     /// that this block owns.
     #[inline(always)]
     pub(super) unsafe fn store4(&self, p: &Problem, c_row: *mut f32, col: u32, acc: [f32; 4]) {
-        let mut out = [0.0f32; 4];
-        for e in 0..4 {
-            out[e] = p.alpha * acc[e];
-        }
+        // (Scaled once, before the branches: scaling in each branch made the compiler keep
+        // both products and select between them, a multiply and a select per element.)
+        let mut out = acc.map(|v| p.alpha * v);
         let dst = c_row.wrapping_add(col as usize);
-        let owned = |c: u32| !MOVED || c >= self.n_start;
-        if self.vector && col + 4 <= p.n && owned(col) {
+        if self.vector && col + 4 <= p.n && (!MOVED || col >= self.n_start) {
             if !self.beta_zero {
                 let old = *(dst as *const Float4);
                 for e in 0..4 {
-                    out[e] = fma(p.beta, old.0[e], out[e]);
+                    out[e] = self.add_old(p, out[e], old.0[e]);
                 }
             }
             *(dst as *mut Float4) = Float4(out);
         } else {
             for (e, v) in out.iter().enumerate() {
-                let c = col + e as u32;
-                if c < p.n && owned(c) {
-                    let d = dst.add(e);
-                    *d = if self.beta_zero { *v } else { fma(p.beta, *d, *v) };
+                if self.owns_col(p, col + e as u32) {
+                    self.store1(p, dst.add(e), *v);
                 }
             }
         }
+    }
+}
+
+/// The epilogue where C's rows are not 16-byte aligned (see "Epilogue"): `ROWS` rows of each
+/// lane's accumulators at a time ([`SgemmTile::store_staging_rows`]), each warp writes them
+/// into its own rows of the idle stage buffers (as 16-byte vectors, the layout its registers
+/// hold), then reads them back one staged row at a time, lane `l` on columns `l, l + 32, ...`
+/// of the warp tile, so that each store to C (and each load of C where beta ≠ 0) is 32
+/// consecutive floats. [`STAGED_STORES_IN_FLIGHT`] row segments go out at a time, their loads
+/// of C before any store. `row0`, `col0`: this thread's first accumulator row and column in
+/// the block tile, as the kernel computes them.
+///
+/// Safety: every thread of the block calls it (a block barrier), after the main loop; the
+/// stage buffers (at `smem`) hold [`SgemmTile::store_staging_bytes`]`(ROWS)`, which the
+/// config check proves.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_rows_through_shared<const BN: usize, const TM: usize, const TN: usize, const LM: usize, const ROWS: usize, const MOVED: bool>(
+    p: &Problem,
+    c_out: &COutput<MOVED>,
+    acc: &[[f32; TN]; TM],
+    smem: *mut f32,
+    m0: u32,
+    n0: u32,
+    row0: usize,
+    col0: usize,
+    tid: u32,
+) {
+    const IN_FLIGHT: usize = STAGED_STORES_IN_FLIGHT as usize;
+    let ln = 32 / LM;
+    let width = ln * TN; // columns of the warp tile
+    let chunks = width / 32; // 32-column segments of a staged row
+    let row_floats = width + PAD;
+    let (warp, lane) = (tid as usize / 32, tid as usize % 32);
+    let (lane_m, lane_n) = (lane / ln, lane % ln);
+    let (warp_m0, warp_n0) = (row0 - lane_m * 4, col0 - lane_n * 4);
+    let staging = smem.add(warp * LM * ROWS * row_floats);
+    // Every warp is done reading the stage buffers (a cp.async pipeline has no barrier after
+    // its last k-step).
+    sync_threads();
+    for pass in 0..TM / ROWS {
+        // Accumulator row `a` of lane (lane_m, ·) goes to staged row `lane_m·ROWS + a mod ROWS`.
+        for q in 0..ROWS {
+            let a = pass * ROWS + q;
+            let staged_row = staging.add((lane_m * ROWS + q) * row_floats + lane_n * 4);
+            for j in 0..TN / 4 {
+                let v = &acc[a][4 * j..4 * j + 4];
+                *(staged_row.add(j * ln * 4) as *mut Float4) = Float4([v[0], v[1], v[2], v[3]]);
+            }
+        }
+        sync_warp();
+        // Segment `g` is columns `32·(g mod chunks) ..` of staged row `g / chunks`:
+        // `ROWS·TN` segments (`LM·ROWS` rows of `width / 32`). (`opaque`: the loop stays
+        // rolled; unrolled, every pass's read-back grew the kernel by a tenth.)
+        let segments = ROWS * TN;
+        for trip in 0..opaque(segments.div_ceil(IN_FLIGHT) as u32) {
+            let mut dst = [core::ptr::null_mut::<f32>(); IN_FLIGHT];
+            let mut out = [0.0f32; IN_FLIGHT];
+            let mut owned = [false; IN_FLIGHT];
+            for t in 0..IN_FLIGHT {
+                let g = trip as usize * IN_FLIGHT + t;
+                let (staged, chunk) = (g / chunks, g % chunks);
+                // Back from the staged row to the accumulator row, and to the row of C.
+                let (from_lane_m, a) = (staged / ROWS, pass * ROWS + staged % ROWS);
+                let row = m0 + (warp_m0 + from_lane_m * 4 + a / 4 * LM * 4 + a % 4) as u32;
+                let column = chunk * 32 + lane;
+                let col = n0 + (warp_n0 + column) as u32;
+                owned[t] = g < segments && c_out.owns_row(p, row) && c_out.owns_col(p, col);
+                if owned[t] {
+                    dst[t] = c_out.row(p, row).wrapping_add(col as usize);
+                    out[t] = p.alpha * *staging.add(staged * row_floats + column);
+                }
+            }
+            if !c_out.beta_zero {
+                let mut old = [0.0f32; IN_FLIGHT];
+                for t in 0..IN_FLIGHT {
+                    if owned[t] {
+                        old[t] = *dst[t];
+                    }
+                }
+                for t in 0..IN_FLIGHT {
+                    out[t] = c_out.add_old(p, out[t], old[t]);
+                }
+            }
+            for t in 0..IN_FLIGHT {
+                if owned[t] {
+                    *dst[t] = out[t];
+                }
+            }
+        }
+        // The next pass overwrites the staged rows every lane has just read.
+        sync_warp();
     }
 }
 
@@ -683,7 +796,7 @@ unsafe fn reduce_k_splits_in_workspace<const BM: usize, const BN: usize, const T
 /// `PIPELINED`, `EARLY_FRAGMENTS`, `FAST_LOOP`, `SPLITS_K`, `CLUSTER_SPLIT`, `MOVES_EDGE_TILES`:
 /// see [`SgemmTile::pipelined_fragments`], [`SgemmTile::reads_first_fragments_early`],
 /// [`SgemmTile::has_fast_loop`], [`SgemmTile::splits_k`], [`SgemmTile::can_split_k`] and
-/// [`SgemmTile::moves_edge_tiles`].
+/// [`SgemmTile::moves_edge_tiles`]; `STAGED_ROWS`: [`SgemmTile::store_staging_rows`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn sgemm<
@@ -706,6 +819,7 @@ unsafe fn sgemm<
     const SPLITS_K: bool,
     const CLUSTER_SPLIT: bool,
     const MOVES_EDGE_TILES: bool,
+    const STAGED_ROWS: usize,
 >(
     p: &Problem,
 ) {
@@ -920,6 +1034,11 @@ unsafe fn sgemm<
             reduce_k_splits_in_workspace::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid, batch);
         } else if CLUSTER_SPLIT && grid_dim_y() > 1 {
             reduce_k_splits::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid);
+        } else if STAGED_ROWS > 0 && !c_out.vector {
+            // (The same for the whole block: every thread takes this branch or none.)
+            // (`opaque(tid)`: the staging addresses are computed here, not hoisted out of the batch
+            // loop to hold registers through the main loop.)
+            store_rows_through_shared::<BN, TM, TN, LM, STAGED_ROWS, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, opaque(tid));
         } else {
             for i in 0..TM / 4 {
                 for r in 0..4 {
@@ -999,6 +1118,7 @@ macro_rules! sgemm_entry {
                 { T.splits_k() },
                 { T.can_split_k(&BUILD_CONFIG.limits()) },
                 { T.moves_edge_tiles() },
+                { T.store_staging_rows(&BUILD_CONFIG.limits()) as usize },
             >(&problem)
         });
     };

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A/B of a kernel change on the GPU machine: two SGEMM benchmark binaries, the change's and its
+# base's, timed in the same run, alternating (ROUNDS times each, default 2), so that clock and
+# thermal drift fall on both alike. Stage them first (here):
+#   CUKERNELS_ARCHS=sm_90 cargo build --release -p cukernels-bench --bin cukernels-bench --target-dir target/sm90
+#   cp target/sm90/release/cukernels-bench device-stage/cukernels-bench-new   (and the base's, built
+#   from a worktree of the base commit, as device-stage/cukernels-bench-base)
+# then on the device: bash scripts/device-ab.sh [shapes-file]   (one shape label a line; default all)
+# Results: $OUT/ab-{base,new}-ROUND.jsonl and $OUT/ab-summary.txt (benches/sgemm_ab.py).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+stage=device-stage
+OUT=${OUT:-/tmp/cukernels-out}
+mkdir -p "$OUT"
+shape_args=()
+if [ $# -ge 1 ]; then
+  while read -r label; do [ -n "$label" ] && shape_args+=(--shape "$label"); done < "$1"
+fi
+status=0
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for side in base new; do
+    start=$(date +%s)
+    timeout "${AB_TIMEOUT:-280}" $stage/cukernels-bench-$side sgemm --out "$OUT/ab-$side-$round.jsonl" "${shape_args[@]}" > "$OUT/ab-$side-$round.log" 2>&1 \
+      || { echo "$side round $round failed"; tail -5 "$OUT/ab-$side-$round.log"; status=1; }
+    echo "$side round $round: $(( $(date +%s) - start )) s" | tee -a "$OUT/ab-summary.txt"
+  done
+done
+python3 benches/sgemm_ab.py "$OUT"/ab-base-*.jsonl -- "$OUT"/ab-new-*.jsonl | tee -a "$OUT/ab-summary.txt"
+exit $status
