@@ -6,7 +6,8 @@
 #   cp target/sm90/release/cukernels-bench device-stage/cukernels-bench-new   (and the base's, built
 #   from a worktree of the base commit, as device-stage/cukernels-bench-base)
 # then on the device: bash scripts/device-ab.sh [shapes-file]   (one shape label a line; default all)
-# Results: $OUT/ab-{base,new}-ROUND.jsonl and $OUT/ab-summary.txt (benches/sgemm_ab.py).
+# Results: $OUT/ab-{base,new}-ROUND.jsonl, the runs' output in $OUT/ab.log, and the comparison
+# (benches/sgemm_ab.py) in $OUT/ab-summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=device-stage
@@ -20,8 +21,10 @@ status=0
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for side in base new; do
     start=$(date +%s)
-    timeout "${AB_TIMEOUT:-280}" $stage/cukernels-bench-$side sgemm --out "$OUT/ab-$side-$round.jsonl" "${shape_args[@]}" > "$OUT/ab-$side-$round.log" 2>&1 \
-      || { echo "$side round $round failed"; tail -5 "$OUT/ab-$side-$round.log"; status=1; }
+    timeout "${AB_TIMEOUT:-280}" $stage/cukernels-bench-$side sgemm --out "$OUT/ab-$side-$round.jsonl" "${shape_args[@]}" > /tmp/ab-run.log 2>&1 \
+      || { echo "$side round $round failed"; tail -5 /tmp/ab-run.log; status=1; }
+    # One log for all runs: the device tool brings back only so many files.
+    { echo "== $side round $round"; cat /tmp/ab-run.log; } >> "$OUT/ab.log"
     echo "$side round $round: $(( $(date +%s) - start )) s" | tee -a "$OUT/ab-summary.txt"
   done
 done

@@ -115,7 +115,7 @@ use super::gemv::{gemv, gemv_dot};
 use super::tiny::tiny;
 use crate::sgemm_config::{
     k_slice, sgemm_config, tile_origin_inside, GemvConfig, SgemmOperands, SgemmTile, SgemmVariant, TinyConfig, RASTER_GROUP_M, SMEM_ROW_PAD,
-    STAGED_STORES_IN_FLIGHT,
+    STAGED_STORES_IN_FLIGHT, STAGED_STORES_MIN_COLUMNS,
 };
 use crate::abi::{sgemm_params_entry, SgemmParams};
 use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR, SPLIT_WORKSPACE};
@@ -509,6 +509,13 @@ impl<const MOVED: bool> COutput<MOVED> {
         self.base.wrapping_add((row as u64 * p.ldc) as usize)
     }
 
+    /// How many columns of C this block stores, of its tile's `bn` from `n0`.
+    #[inline(always)]
+    pub(super) fn owned_columns(&self, p: &Problem, n0: u32, bn: u32) -> u32 {
+        let first = if MOVED { n0.max(self.n_start) } else { n0 };
+        (n0 + bn).min(p.n).saturating_sub(first)
+    }
+
     /// Whether this block stores column `col` of C.
     #[inline(always)]
     pub(super) fn owns_col(&self, p: &Problem, col: u32) -> bool {
@@ -555,21 +562,26 @@ impl<const MOVED: bool> COutput<MOVED> {
     }
 }
 
-/// The epilogue where C's rows are not 16-byte aligned (see "Epilogue"): `ROWS` rows of each
-/// lane's accumulators at a time ([`SgemmTile::store_staging_rows`]), each warp writes them
-/// into its own rows of the idle stage buffers (as 16-byte vectors, the layout its registers
-/// hold), then reads them back one staged row at a time, lane `l` on columns `l, l + 32, ...`
-/// of the warp tile, so that each store to C (and each load of C where beta ≠ 0) is 32
-/// consecutive floats. [`STAGED_STORES_IN_FLIGHT`] row segments go out at a time, their loads
-/// of C before any store. `row0`, `col0`: this thread's first accumulator row and column in
-/// the block tile, as the kernel computes them.
+/// The epilogue where C's rows are not 16-byte aligned (see "Epilogue"), for a block that owns
+/// at least 32 columns of C: `ROWS` rows of each lane's accumulators at a time
+/// ([`SgemmTile::store_staging_rows`]), each warp writes them into its own rows of the idle
+/// stage buffers (16-byte vectors, as its registers hold them), then reads them back one
+/// 32-column segment of a row at a time, lane `l` on column `l` of the segment, so that each
+/// store to C (and each load of C where beta ≠ 0) is 32 consecutive floats.
+///
+/// The staged rows are the pass's rows of the warp tile in order (`ROWS` a multiple of 4: a
+/// run of consecutive rows; `ROWS` = 1: every fourth row), so staged row `s` is row
+/// `first + s·step` of C: the rows inside C are one range of `s`, and the read-back walks only
+/// that range, [`STAGED_STORES_IN_FLIGHT`] rows at a time, their loads of C before any store.
+/// `row0`, `col0`: this thread's first accumulator row and column in the block tile, as the
+/// kernel computes them.
 ///
 /// Safety: every thread of the block calls it (a block barrier), after the main loop; the
 /// stage buffers (at `smem`) hold [`SgemmTile::store_staging_bytes`]`(ROWS)`, which the
 /// config check proves.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn store_rows_through_shared<const BN: usize, const TM: usize, const TN: usize, const LM: usize, const ROWS: usize, const MOVED: bool>(
+unsafe fn store_rows_through_shared<const TM: usize, const TN: usize, const LM: usize, const ROWS: usize, const MOVED: bool>(
     p: &Problem,
     c_out: &COutput<MOVED>,
     acc: &[[f32; TN]; TM],
@@ -581,64 +593,78 @@ unsafe fn store_rows_through_shared<const BN: usize, const TM: usize, const TN: 
     tid: u32,
 ) {
     const IN_FLIGHT: usize = STAGED_STORES_IN_FLIGHT as usize;
+    const { assert!(ROWS == 1 || ROWS % 4 == 0) };
     let ln = 32 / LM;
     let width = ln * TN; // columns of the warp tile
-    let chunks = width / 32; // 32-column segments of a staged row
     let row_floats = width + PAD;
+    let staged_rows = LM * ROWS;
+    // Staged row s is warp-tile row `pass_first + s·step`.
+    let step = if ROWS == 1 { 4 } else { 1 };
     let (warp, lane) = (tid as usize / 32, tid as usize % 32);
     let (lane_m, lane_n) = (lane / ln, lane % ln);
     let (warp_m0, warp_n0) = (row0 - lane_m * 4, col0 - lane_n * 4);
-    let staging = smem.add(warp * LM * ROWS * row_floats);
+    let staging = smem.add(warp * staged_rows * row_floats);
     // Every warp is done reading the stage buffers (a cp.async pipeline has no barrier after
     // its last k-step).
     sync_threads();
     for pass in 0..TM / ROWS {
-        // Accumulator row `a` of lane (lane_m, ·) goes to staged row `lane_m·ROWS + a mod ROWS`.
+        // Accumulator row a = 4i + r of lane (lane_m, ·) is warp-tile row lane_m·4 + i·LM·4 + r.
         for q in 0..ROWS {
             let a = pass * ROWS + q;
-            let staged_row = staging.add((lane_m * ROWS + q) * row_floats + lane_n * 4);
+            let staged = if ROWS == 1 { lane_m } else { lane_m * 4 + q / 4 * LM * 4 + q % 4 };
+            let staged_row = staging.add(staged * row_floats + lane_n * 4);
             for j in 0..TN / 4 {
                 let v = &acc[a][4 * j..4 * j + 4];
                 *(staged_row.add(j * ln * 4) as *mut Float4) = Float4([v[0], v[1], v[2], v[3]]);
             }
         }
         sync_warp();
-        // Segment `g` is columns `32·(g mod chunks) ..` of staged row `g / chunks`:
-        // `ROWS·TN` segments (`LM·ROWS` rows of `width / 32`). (`opaque`: the loop stays
-        // rolled; unrolled, every pass's read-back grew the kernel by a tenth.)
-        let segments = ROWS * TN;
-        for trip in 0..opaque(segments.div_ceil(IN_FLIGHT) as u32) {
-            let mut dst = [core::ptr::null_mut::<f32>(); IN_FLIGHT];
-            let mut out = [0.0f32; IN_FLIGHT];
-            let mut owned = [false; IN_FLIGHT];
-            for t in 0..IN_FLIGHT {
-                let g = trip as usize * IN_FLIGHT + t;
-                let (staged, chunk) = (g / chunks, g % chunks);
-                // Back from the staged row to the accumulator row, and to the row of C.
-                let (from_lane_m, a) = (staged / ROWS, pass * ROWS + staged % ROWS);
-                let row = m0 + (warp_m0 + from_lane_m * 4 + a / 4 * LM * 4 + a % 4) as u32;
-                let column = chunk * 32 + lane;
-                let col = n0 + (warp_n0 + column) as u32;
-                owned[t] = g < segments && c_out.owns_row(p, row) && c_out.owns_col(p, col);
-                if owned[t] {
-                    dst[t] = c_out.row(p, row).wrapping_add(col as usize);
-                    out[t] = p.alpha * *staging.add(staged * row_floats + column);
-                }
+        let pass_first = if ROWS == 1 { pass / 4 * LM * 4 + pass % 4 } else { pass * (ROWS / 4) * LM * 4 };
+        // Row of C of staged row 0, and the staged rows this block owns: s in [s_first, s_end).
+        let first_row = m0 + (warp_m0 + pass_first) as u32;
+        let rows_to = |row: u32| row.saturating_sub(first_row).div_ceil(step as u32).min(staged_rows as u32);
+        let s_end = rows_to(p.m);
+        let s_first = if MOVED { rows_to(c_out.m_start) } else { 0 };
+        let row_stride = step as u64 * p.ldc;
+        let c_first_row = c_out.row(p, first_row);
+        for chunk in 0..width / 32 {
+            let column = chunk * 32 + lane;
+            let col = n0 + (warp_n0 + column) as u32;
+            // (The same for the whole warp: a segment wholly past n is skipped.)
+            if n0 + (warp_n0 + chunk * 32) as u32 >= p.n {
+                continue;
             }
-            if !c_out.beta_zero {
-                let mut old = [0.0f32; IN_FLIGHT];
+            let col_owned = c_out.owns_col(p, col);
+            let dst_first = c_first_row.wrapping_add(col as usize);
+            let staged_column = staging.add(column);
+            // (`opaque`: the loop stays rolled; unrolled, every pass and chunk grew the kernel.)
+            for trip in 0..opaque(s_end.div_ceil(IN_FLIGHT as u32)) {
+                let mut dst = [core::ptr::null_mut::<f32>(); IN_FLIGHT];
+                let mut out = [0.0f32; IN_FLIGHT];
+                let mut owned = [false; IN_FLIGHT];
                 for t in 0..IN_FLIGHT {
+                    let s = trip * IN_FLIGHT as u32 + t as u32;
+                    owned[t] = col_owned && s >= s_first && s < s_end;
                     if owned[t] {
-                        old[t] = *dst[t];
+                        dst[t] = dst_first.wrapping_add((s as u64 * row_stride) as usize);
+                        out[t] = p.alpha * *staged_column.add(s as usize * row_floats);
+                    }
+                }
+                if !c_out.beta_zero {
+                    let mut old = [0.0f32; IN_FLIGHT];
+                    for t in 0..IN_FLIGHT {
+                        if owned[t] {
+                            old[t] = *dst[t];
+                        }
+                    }
+                    for t in 0..IN_FLIGHT {
+                        out[t] = c_out.add_old(p, out[t], old[t]);
                     }
                 }
                 for t in 0..IN_FLIGHT {
-                    out[t] = c_out.add_old(p, out[t], old[t]);
-                }
-            }
-            for t in 0..IN_FLIGHT {
-                if owned[t] {
-                    *dst[t] = out[t];
+                    if owned[t] {
+                        *dst[t] = out[t];
+                    }
                 }
             }
         }
@@ -1034,11 +1060,11 @@ unsafe fn sgemm<
             reduce_k_splits_in_workspace::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid, batch);
         } else if CLUSTER_SPLIT && grid_dim_y() > 1 {
             reduce_k_splits::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid);
-        } else if STAGED_ROWS > 0 && !c_out.vector {
+        } else if STAGED_ROWS > 0 && !c_out.vector && c_out.owned_columns(p, n0, BN as u32) >= STAGED_STORES_MIN_COLUMNS {
             // (The same for the whole block: every thread takes this branch or none.)
             // (`opaque(tid)`: the staging addresses are computed here, not hoisted out of the batch
             // loop to hold registers through the main loop.)
-            store_rows_through_shared::<BN, TM, TN, LM, STAGED_ROWS, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, opaque(tid));
+            store_rows_through_shared::<TM, TN, LM, STAGED_ROWS, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, opaque(tid));
         } else {
             for i in 0..TM / 4 {
                 for r in 0..4 {
