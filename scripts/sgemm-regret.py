@@ -13,9 +13,10 @@ recorded timings without a GPU. `--rule current` is the rule in the code now, `-
 before-k-depth` the one before the `tiny` rule counted the k-step's padding (2026-12-04); a
 new rule to try goes beside them. The port is checked against the recorded choice on every
 row, with the rule the file was recorded with (`--recorded-with`, default current; da89e30's
-runs were recorded before-k-depth). Usage:
+runs were recorded before-k-depth, 39569bb's before-turned, stop 46's sweep of the turned
+tiles before-turned-tiny-use). Usage:
 
-    python3 scripts/sgemm-regret.py [--rule recorded|current|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
+    python3 scripts/sgemm-regret.py [--rule recorded|current|before-turned-tiny-use|before-turned|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
 
 Stdlib only. The port must follow the Rust code: change both together.
 """
@@ -51,6 +52,7 @@ TILES = {
     "skinny": (16, 64, 32, 4, 4, 3),
 }
 TILED = ["huge", "large", "medium", "small", "skinny"]
+TURNABLE = ["skinny"]
 SPEED = {"huge": (1.08, 1.5), "large": (0.95, 1.9), "medium": (0.96, 2.1), "small": (0.9, 1.9), "skinny": (0.86, 3.5)}
 SHORT_K_TILES = ["small", "medium"]
 
@@ -101,13 +103,30 @@ def default_workspace():
 WORKSPACE = default_workspace()
 
 
-def best_tile_use(m, n):
-    return max(m * n / (tile_count(v, m, n) * TILES[v][0] * TILES[v][1]) for v in ("small", "skinny"))
+def tile_uses(m, n, k, turned):
+    """Each small tile's use of an m × n (× k) problem: `small`, `skinny` and, with `turned`
+    and n < m, `skinny` turned around (on n × m)."""
+    shapes = [("small", m, n), ("skinny", m, n)] + ([("skinny", n, m)] if turned and n < m else [])
+    for v, rows, cols in shapes:
+        bm, bn, bk = TILES[v][:3]
+        depth = k / (cdiv(k, bk) * bk) if k is not None and k > 0 else 1.0
+        yield rows * cols / (tile_count(v, rows, cols) * bm * bn) * depth
 
 
-def candidates(m, n, k, batch):
+def best_tile_use(m, n, turned=True):
+    return max(tile_uses(m, n, None, turned))
+
+
+def candidates(m, n, k, batch, turned=True):
+    out = tile_candidates(TILED, m, n, k, batch)
+    if turned and n < m:
+        out += [(v, s, r + "t") for v, s, r in tile_candidates(TURNABLE, n, m, k, batch)]
+    return out
+
+
+def tile_candidates(variants, m, n, k, batch):
     out = []
-    for v in TILED:
+    for v in variants:
         out.append((v, 1, "c"))
         if not splits_k(v):
             continue
@@ -127,12 +146,17 @@ def candidates(m, n, k, batch):
 
 
 def name(c):
+    """A candidate `(variant, splits, reduction)` as `SgemmChoice` displays it; a reduction
+    ending in `t` marks a turned candidate (`skinny/t`, `skinny/t/w6`)."""
     v, s, r = c
-    return v if s == 1 else f"{v}/{r}{s}"
+    v = v + "/t" if r.endswith("t") else v
+    return v if s == 1 else f"{v}/{r[0]}{s}"
 
 
 def model_cost(c, m, n, k, batch):
     v, s, r = c
+    if r.endswith("t"):
+        m, n, r = n, m, r[0]
     bm, bn, bk, tm, tn, bps = TILES[v]
     blocks = tile_count(v, m, n) * max(batch, 1) * s
     resident = max(min(bps, math.ceil(blocks / SMS)), 1)
@@ -147,9 +171,9 @@ def model_cost(c, m, n, k, batch):
     return waves * work / (peak * warps / (warps + half))
 
 
-def cost_model_choice(m, n, k, batch):
+def cost_model_choice(m, n, k, batch, turned=True):
     best = (math.inf, None)
-    for c in candidates(m, n, k, batch):
+    for c in candidates(m, n, k, batch, turned):
         if k <= TINY_SHORT_K and c[0] not in SHORT_K_TILES:
             continue
         cost = model_cost(c, m, n, k, batch)
@@ -163,34 +187,35 @@ def choose_before_k_depth(m, n, k, batch):
     small = max(batch, 1) * m * n <= GEMV_TINY_OUTPUTS
     if min(m, n) <= GEMV_DISPATCH_MAX and (k >= GEMV_MIN_K or small):
         return "gemv"
-    use = best_tile_use(m, n)
+    use = best_tile_use(m, n, turned=False)
     if min(m, n) >= 1 and (use <= TINY_MAX_TILE_USE or (k <= TINY_SHORT_K and use <= TINY_SHORT_K_MAX_TILE_USE)):
         return "tiny"
-    return cost_model_choice(m, n, k, batch)
+    return cost_model_choice(m, n, k, batch, turned=False)
 
 
-def best_tile_use_in_k(m, n, k):
-    use = 0.0
-    for v in ("small", "skinny"):
-        bm, bn, bk = TILES[v][:3]
-        depth = k / (cdiv(k, bk) * bk) if k > 0 else 1.0
-        use = max(use, m * n / (tile_count(v, m, n) * bm * bn) * depth)
-    return use
+def best_tile_use_in_k(m, n, k, turned=True):
+    return max(tile_uses(m, n, k, turned))
 
 
-def choose_current(m, n, k, batch):
-    """`choose_kernel` now: the `tiny` rule's tile use counted in k too (the padding of the
-    tiles' last k-step), at the same TINY_MAX_TILE_USE."""
+def choose(m, n, k, batch, turned_candidates, turned_use):
+    """`choose_kernel`: `gemv`'s rule, then `tiny`'s (tile use counted in k too, the padding
+    of the tiles' last k-step), then the cost model. `turned_candidates`: the cost model
+    weighs `skinny` turned around where n < m; `turned_use`: the `tiny` rule counts its use."""
     small = max(batch, 1) * m * n <= GEMV_TINY_OUTPUTS
     if min(m, n) <= GEMV_DISPATCH_MAX and (k >= GEMV_MIN_K or small):
         return "gemv"
-    padded = best_tile_use_in_k(m, n, k) <= TINY_MAX_TILE_USE
-    if min(m, n) >= 1 and (padded or (k <= TINY_SHORT_K and best_tile_use(m, n) <= TINY_SHORT_K_MAX_TILE_USE)):
+    padded = best_tile_use_in_k(m, n, k, turned_use) <= TINY_MAX_TILE_USE
+    if min(m, n) >= 1 and (padded or (k <= TINY_SHORT_K and best_tile_use(m, n, turned_use) <= TINY_SHORT_K_MAX_TILE_USE)):
         return "tiny"
-    return cost_model_choice(m, n, k, batch)
+    return cost_model_choice(m, n, k, batch, turned_candidates)
 
 
-RULES = {"current": choose_current, "before-k-depth": choose_before_k_depth}
+RULES = {
+    "current": lambda m, n, k, b: choose(m, n, k, b, True, True),
+    "before-turned-tiny-use": lambda m, n, k, b: choose(m, n, k, b, True, False),
+    "before-turned": lambda m, n, k, b: choose(m, n, k, b, False, False),
+    "before-k-depth": choose_before_k_depth,
+}
 
 
 def canonical(r):

@@ -84,9 +84,9 @@ fn canonical_mapping_matches_the_contract_for_every_layout_transpose_and_stride(
                         let b = random_vec(&mut rng, buffer_len(&g, br, bc, ldb, g.stride_b, 0));
                         let c_before = random_vec(&mut rng, buffer_len(&g, m, n, ldc, g.stride_c, 0));
                         // The dispatcher's kernel (`gemv` on these small shapes, turned
-                        // around where n < m) and a block-tile kernel.
+                        // around where n < m), a block-tile kernel, and one turned around.
                         let want = Expected::full(&g, &a, &b, &c_before);
-                        for choice in [None, Some(SgemmVariant::Large.into())] {
+                        for choice in [None, Some(SgemmVariant::Large.into()), Some(SgemmChoice::from(SgemmVariant::Skinny).turn())] {
                             let bufs = buffers(a.len(), b.len(), c_before.len());
                             let p = g.plan(&bufs, sgemm_config(Arch::Sm90), H200_SMS, choice).unwrap();
                             let mut c = c_before.clone();
@@ -101,7 +101,7 @@ fn canonical_mapping_matches_the_contract_for_every_layout_transpose_and_stride(
             }
         }
     }
-    assert_eq!(cases, 2 * 4 * 5 * 3 * 2);
+    assert_eq!(cases, 2 * 4 * 5 * 3 * 3);
 }
 
 /// The large shapes' checker (a few sampled elements plus every row and column sum in f64)
@@ -280,12 +280,17 @@ fn dispatcher_follows_its_rule() {
     // (k = 4 fills a quarter of a 16-deep step): the sweep's 9 × (1821 × 12311 × 4) ran 1.19×
     // faster on `tiny` than on `medium`.
     assert_eq!(choose(1821, 12311, 4, 9), "tiny");
-    // ... and so do problems the small tiles would mostly pad: batches of tiny matrices, a
-    // handful of columns with k too short for `gemv` (247 × 9: 14% of a 16×64 `skinny` tile).
+    // ... and so do problems the small tiles would mostly pad: batches of tiny matrices (9 ×
+    // 24: 21% of a turned 16×64 `skinny` tile).
     assert_eq!(choose(8, 8, 64, 20000), "tiny");
     assert_eq!(choose(9, 24, 337, 2880), "tiny");
-    assert_eq!(choose(247, 9, 65, 467), "tiny");
-    assert!(best_tile_use(247, 9, row) <= TINY_MAX_TILE_USE);
+    assert!(best_tile_use(24, 9, row) <= TINY_MAX_TILE_USE);
+    // A handful of columns fills `skinny` turned around (247 × 9: 54% of a turned tile, 14%
+    // of one as given): the cost model decides (the sweep's 15 × (10216 × 15 × 280) ran 2.16x
+    // faster turned than on `tiny`; this one, 0.83x, is among the few it lost).
+    assert!(best_tile_use(247, 9, row) > TINY_MAX_TILE_USE);
+    assert_eq!(choose(247, 9, 65, 467), "skinny/t");
+    assert_eq!(choose(10216, 15, 280, 15), "skinny/t");
     // 16 rows fill a `skinny` tile, 64 × 64 a `small` one: the tiles keep them.
     assert_eq!(best_tile_use(16, 4096, row), 1.0);
     assert_eq!(best_tile_use(64, 64, row), 1.0);
@@ -692,6 +697,43 @@ fn gemv_orientation_and_grid() {
     // Odd leading dimensions: no 16-byte loads along k.
     let p = plan(&Sgemm::new(1, 500, 4099).transpose(no, yes), &big).unwrap();
     assert_eq!(p.params.flags & (A_VECTOR | B_VECTOR), 0);
+}
+
+/// A tile run turned around (`skinny/t`): the operands swap and transpose, m and n swap and C
+/// is written transposed, exactly as `gemv` turns; only `skinny` turns (its 16 rows then lie
+/// along the caller's few columns), the dispatcher weighs it only where C has fewer columns
+/// than rows, and takes it for the randomized sweep's 549 × (2248 × 23 × 184) `tn`, which
+/// the 64×64 tiles ran at 36% use (0.46x cuBLAS on the H200).
+#[test]
+fn turned_tiles() {
+    use cukernels::sgemm_flags::C_TRANSPOSED;
+    let row = sgemm_config(Arch::Sm90);
+    let big = buffers(1 << 31, 1 << 31, 1 << 31);
+    let turned = SgemmChoice::from(SgemmVariant::Skinny).turn();
+    let p = Sgemm::new(2248, 23, 184).plan(&big, row, H200_SMS, Some(turned)).unwrap();
+    assert_eq!((p.variant, p.params.m, p.params.n), (SgemmVariant::Skinny, 23, 2248));
+    assert_ne!(p.params.flags & C_TRANSPOSED, 0);
+    assert_eq!((p.params.a.addr(), p.params.b.addr()), (B_BASE, A_BASE));
+    assert_eq!(p.grid.0 as u64, row.skinny.tile_count(23, 2248));
+    for variant in [SgemmVariant::Huge, SgemmVariant::Medium, SgemmVariant::Tiny] {
+        let refused = Sgemm::new(2248, 23, 184).plan(&big, row, H200_SMS, Some(SgemmChoice::from(variant).turn()));
+        assert!(matches!(refused, Err(Error::InvalidArgument { name: "choice", .. })), "{variant:?}: {refused:?}");
+    }
+    assert_eq!(SgemmChoice::workspace_split(SgemmVariant::Skinny, 6).turn().to_string(), "skinny/t/w6");
+    assert_eq!(turned.to_string(), "skinny/t");
+    // A turned split's workspace is sized for the turned grid.
+    let g = Sgemm::new(2248, 23, 184);
+    let split = SgemmChoice::workspace_split(SgemmVariant::Skinny, 3).turn();
+    let needed = g.split_workspace_bytes(row, H200_SMS, Some(split));
+    assert!(needed > 0);
+    assert!(g.plan(&with_workspace(big, needed), row, H200_SMS, Some(split)).is_ok());
+    assert!(g.plan(&with_workspace(big, needed - 1), row, H200_SMS, Some(split)).is_err());
+    let workspace = default_split_workspace_bytes(row, H200_SMS);
+    let candidates = |m, n| kernel_candidates(m, n, 184, 549, row, H200_SMS, workspace);
+    assert!(candidates(2248, 23).iter().any(|c| c.turned && c.variant == SgemmVariant::Skinny));
+    assert!(candidates(23, 2248).iter().all(|c| !c.turned));
+    assert_eq!(choose_kernel(2248, 23, 184, 549, row, H200_SMS, workspace).to_string(), "skinny/t");
+    assert_eq!(choose_kernel(23, 2248, 184, 549, row, H200_SMS, workspace).to_string(), "skinny");
 }
 
 /// The dot body's split of k over the warps of a block: a power of two dividing the block's

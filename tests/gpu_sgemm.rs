@@ -96,6 +96,14 @@ fn supports(h: &Cukernels, choice: Option<SgemmChoice>) -> bool {
     })
 }
 
+/// The turned-around tile runs (`skinny/t`): unsplit, split through the workspace and over a
+/// cluster (where the config has clusters), on whatever canonical shape the case has (turning
+/// a problem with more columns than rows is slow, never wrong).
+fn turned_choices() -> [Option<SgemmChoice>; 3] {
+    [SgemmVariant::Skinny.into(), SgemmChoice::workspace_split(SgemmVariant::Skinny, 3), SgemmChoice::cluster_split(SgemmVariant::Skinny, 2)]
+        .map(|c: SgemmChoice| Some(c.turn()))
+}
+
 /// Whether the arrival counters of a k-split workspace are all back at zero (as every launch
 /// must leave them for the next).
 fn counters_are_zero(s: &std::sync::Arc<CudaStream>, w: &SgemmWorkspace) -> bool {
@@ -235,7 +243,7 @@ fn odd_shapes_every_layout_and_transpose_every_config() {
 fn every_variant_on_edge_shapes() {
     let gpu = gpu();
     let mut rng = rng("every_variant");
-    let variants: Vec<Option<SgemmChoice>> = SgemmVariant::ALL.iter().map(|&v| Some(v.into())).collect();
+    let variants: Vec<Option<SgemmChoice>> = SgemmVariant::ALL.iter().map(|&v| Some(v.into())).chain(turned_choices()).collect();
     let mut failures = Vec::new();
     let shapes: &[(usize, usize, usize, usize)] = if quick() {
         &[(33, 65, 17, 2), (5, 130, 40, 1)]
@@ -271,6 +279,7 @@ fn aligned_interior_tiles_every_variant() {
     // where its operand is copied a float at a time, and then stores C without 16-byte
     // vectors; k splits too (on configs with clusters).
     let mut choices = variants.clone();
+    choices.extend(turned_choices());
     choices.extend([SgemmVariant::Medium, SgemmVariant::Skinny].map(|variant| Some(SgemmChoice::cluster_split(variant, 3))));
     choices.extend([SgemmVariant::Medium, SgemmVariant::Skinny].map(|variant| Some(SgemmChoice::workspace_split(variant, 3))));
     for g in every_layout_and_transpose(130, 130, 200) {
@@ -626,7 +635,8 @@ fn unaligned_pointers_and_leading_dimensions() {
             let g = g
                 .leading_dims(lda, ldb, ldc)
                 .strides(major(layout, ar, ac) * lda + 1, major(layout, br, bc) * ldb + 3, major(layout, 131, 67) * ldc + 1);
-            failures.extend(case(&gpu, &g, &mut rng, offsets, &[None, Some(SgemmVariant::Large.into()), Some(SgemmVariant::Skinny.into())]));
+            let turned = Some(SgemmChoice::from(SgemmVariant::Skinny).turn());
+            failures.extend(case(&gpu, &g, &mut rng, offsets, &[None, Some(SgemmVariant::Large.into()), Some(SgemmVariant::Skinny.into()), turned]));
         }
     }
     assert_all(failures);

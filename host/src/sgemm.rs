@@ -58,6 +58,10 @@ pub struct SgemmChoice {
     pub k_splits: u32,
     /// How a split's blocks add their partial tiles (ignored when `k_splits` is 1).
     pub reduction: SplitReduction,
+    /// The problem runs turned around, `Cᵀ = op(B)ᵀ · op(A)ᵀ` with C written transposed
+    /// (only variants that [`SgemmVariant::can_turn`]; `gemv` turns by its own rule, see
+    /// [`Sgemm::plan`]).
+    pub turned: bool,
 }
 
 /// How the blocks of a k split add their partial tiles (see the module docs). Both add them in
@@ -75,12 +79,17 @@ pub enum SplitReduction {
 impl SgemmChoice {
     /// `variant` with each tile's k split over a cluster of `k_splits` blocks.
     pub const fn cluster_split(variant: SgemmVariant, k_splits: u32) -> SgemmChoice {
-        SgemmChoice { variant, k_splits, reduction: SplitReduction::Cluster }
+        SgemmChoice { variant, k_splits, reduction: SplitReduction::Cluster, turned: false }
     }
 
     /// `variant` with each tile's k split over `k_splits` blocks that meet in the workspace.
     pub const fn workspace_split(variant: SgemmVariant, k_splits: u32) -> SgemmChoice {
-        SgemmChoice { variant, k_splits, reduction: SplitReduction::Workspace }
+        SgemmChoice { variant, k_splits, reduction: SplitReduction::Workspace, turned: false }
+    }
+
+    /// The same choice, run turned around (see [`SgemmChoice::turned`]).
+    pub const fn turn(self) -> SgemmChoice {
+        SgemmChoice { turned: true, ..self }
     }
 
     /// Whether this choice adds partial tiles through a workspace.
@@ -97,12 +106,16 @@ impl From<SgemmVariant> for SgemmChoice {
 
 impl std::fmt::Display for SgemmChoice {
     /// `medium`, `medium/k3` (over a cluster of 3), `medium/w24` (over 24 blocks through the
-    /// workspace).
+    /// workspace), `skinny/t` (turned around), `skinny/t/w6`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.variant.name())?;
+        if self.turned {
+            f.write_str("/t")?;
+        }
         match (self.k_splits, self.reduction) {
-            (1, _) => f.write_str(self.variant.name()),
-            (splits, SplitReduction::Cluster) => write!(f, "{}/k{splits}", self.variant.name()),
-            (splits, SplitReduction::Workspace) => write!(f, "{}/w{splits}", self.variant.name()),
+            (1, _) => Ok(()),
+            (splits, SplitReduction::Cluster) => write!(f, "/k{splits}"),
+            (splits, SplitReduction::Workspace) => write!(f, "/w{splits}"),
         }
     }
 }
@@ -419,6 +432,7 @@ impl Sgemm {
         if !c.uses_workspace() || !SgemmVariant::TILED.contains(&c.variant) {
             return 0;
         }
+        let (cm, cn) = if c.turned { (cn, cm) } else { (cm, cn) };
         workspace_bytes_needed(&row.tile(c.variant), cm, cn, self.batch, c.k_splits)
     }
 
@@ -519,13 +533,17 @@ impl Sgemm {
         };
         let workspace = SplitWorkspaceLayout::of(buffers.workspace_bytes);
         let chosen = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, g.batch, row, sm_count, buffers.workspace_bytes));
-        let SgemmChoice { variant, k_splits, reduction } = chosen;
+        let SgemmChoice { variant, k_splits, reduction, turned } = chosen;
+        if turned && !variant.can_turn() {
+            return Err(Error::invalid("choice", chosen, format!("{} does not run turned around (only skinny does)", variant.name())));
+        }
         let through_workspace = chosen.uses_workspace();
         // `gemv` keeps at most `GEMV_MAX_M` rows of C in registers and streams B: a product with
         // fewer columns than rows runs turned around, `Cᵀ = op(B)ᵀ · op(A)ᵀ` (the operands swap
         // and transpose, C is written transposed: `C_TRANSPOSED`), so the operand it streams
-        // is always the larger one.
-        let turned = variant == SgemmVariant::Gemv && cn < cm;
+        // is always the larger one. A turned tile choice does the same, so that `skinny`'s 16
+        // rows lie along the caller's few columns.
+        let turned = turned || (variant == SgemmVariant::Gemv && cn < cm);
         let (cm, cn, left, right) = if turned {
             (cn, cm, Operand { strides: (right.strides.1, right.strides.0), ..right }, Operand { strides: (left.strides.1, left.strides.0), ..left })
         } else {
@@ -787,6 +805,11 @@ pub const TINY_SHORT_K_MAX_TILE_USE: f64 = 0.8;
 /// columns (where the tiles' one k-step is mostly padding), the others with k = 5-112 on
 /// tiles 27-47% used; `tiny` was the fastest candidate on all 19, 1.04-1.91× faster than the
 /// tile the dispatcher had chosen. Not refitted: the same quarter as for rows and columns.
+/// The turned `skinny` counts since 2026-12-06 (stop 46's H100 sweep with `skinny/t` timed as a
+/// candidate, `scripts/sgemm-regret.py --rule current`): 12 of the 160 random shapes left
+/// `tiny`, 1.25x faster by geometric mean (15 × (10216 × 15 × 280) 2.16x, 701 × (138 × 14 ×
+/// 2185) 1.84x), four of them slower (0.78-0.85x: 467 × (247 × 9 × 65), 258 × (168 × 6 ×
+/// 3123), and two shapes of 5-8 µs). In-sample: no other seed was timed with `skinny/t`.
 pub const TINY_MAX_TILE_USE: f64 = 0.25;
 
 /// The block tiles the cost model weighs at a short k (`k ≤ TINY_SHORT_K`, where `tiny` did not
@@ -802,7 +825,8 @@ pub const TINY_MAX_TILE_USE: f64 = 0.25;
 pub const SHORT_K_TILES: [SgemmVariant; 2] = [SgemmVariant::Small, SgemmVariant::Medium];
 
 /// The fraction of a block tile's elements that lie inside an `m × n` C, for the tile kernels
-/// shaped for small problems (`small` and `skinny`), the better of the two.
+/// shaped for small problems (`small` and `skinny`, and `skinny` turned around where C has
+/// fewer columns than rows: [`SgemmVariant::can_turn`]), the best of them.
 pub fn best_tile_use(m: usize, n: usize, row: &SgemmArchConfig) -> f64 {
     small_tiles_use(m, n, None, row)
 }
@@ -815,15 +839,18 @@ fn best_tile_use_in_k(m: usize, n: usize, k: usize, row: &SgemmArchConfig) -> f6
 }
 
 fn small_tiles_use(m: usize, n: usize, k: Option<usize>, row: &SgemmArchConfig) -> f64 {
-    [SgemmVariant::Small, SgemmVariant::Skinny]
-        .iter()
-        .map(|&v| {
+    const { assert!(SgemmVariant::Skinny.can_turn()) };
+    let turned = (n < m).then_some((SgemmVariant::Skinny, n, m));
+    [(SgemmVariant::Small, m, n), (SgemmVariant::Skinny, m, n)]
+        .into_iter()
+        .chain(turned)
+        .map(|(v, rows, cols)| {
             let t = row.tile(v);
             let depth = match k {
                 Some(k) if k > 0 => k as f64 / (k.div_ceil(t.bk as usize) * t.bk as usize) as f64,
                 _ => 1.0,
             };
-            (m as f64 * n as f64) / (t.tile_count(m, n) as f64 * (t.bm * t.bn) as f64) * depth
+            (rows as f64 * cols as f64) / (t.tile_count(rows, cols) as f64 * (t.bm * t.bn) as f64) * depth
         })
         .fold(0.0, f64::max)
 }
@@ -895,11 +922,25 @@ const WORKSPACE_MIN_K_STEPS_PER_SPLIT: usize = 8;
 ///   clusters ([`SgemmTile::can_split_k`]) and every slice keeps at least two k-steps;
 /// - through a workspace of `workspace_bytes` (0: none) where it fits, over each of
 ///   [`K_SPLIT_CANDIDATES`] blocks, the most blocks that fill the GPU, and half as many,
-///   each slice keeping at least [`WORKSPACE_MIN_K_STEPS_PER_SPLIT`] k-steps.
+///   each slice keeping at least [`WORKSPACE_MIN_K_STEPS_PER_SPLIT`] k-steps;
+///
+/// and where C has fewer columns than rows, the same for the variants that run turned around
+/// ([`SgemmVariant::can_turn`]) on the turned problem (`n × m`).
 pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32, workspace_bytes: usize) -> Vec<SgemmChoice> {
+    let mut out = tile_candidates(&SgemmVariant::TILED, m, n, k, batch, row, sm_count, workspace_bytes);
+    if n < m {
+        let turnable: Vec<SgemmVariant> = SgemmVariant::TILED.into_iter().filter(|v| v.can_turn()).collect();
+        out.extend(tile_candidates(&turnable, n, m, k, batch, row, sm_count, workspace_bytes).into_iter().map(SgemmChoice::turn));
+    }
+    out
+}
+
+/// [`kernel_candidates`] among `variants`, for the problem as the kernels see it (`m × n`).
+#[allow(clippy::too_many_arguments)]
+fn tile_candidates(variants: &[SgemmVariant], m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32, workspace_bytes: usize) -> Vec<SgemmChoice> {
     let workspace = SplitWorkspaceLayout::of(workspace_bytes);
     let mut out = Vec::new();
-    for v in SgemmVariant::TILED {
+    for &v in variants {
         out.push(SgemmChoice::from(v));
         let t = row.tile(v);
         if !t.splits_k() {
@@ -953,8 +994,9 @@ pub fn kernel_candidates(m: usize, n: usize, k: usize, batch: usize, row: &Sgemm
 /// a grid that does not divide evenly; the speed curve charges grids too small to hide
 /// latency, which a k split relieves by putting more blocks (warps) on every SM (at the cost
 /// of adding the partial tiles: through a cluster, or through `workspace_bytes` of
-/// workspace, 0 for none, where one block adds them all). The lowest
-/// estimate wins; ties go to the bigger tile and the fewer splits. `cukernels-bench`
+/// workspace, 0 for none, where one block adds them all). A turned candidate (fewer columns
+/// than rows: `skinny` with its 16 rows along n) is costed on the turned problem. The lowest
+/// estimate wins; ties go to the bigger tile, the fewer splits and the problem as given. `cukernels-bench`
 /// reports, per shape, how far this choice is from the fastest candidate (dispatch regret).
 pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32, workspace_bytes: usize) -> SgemmChoice {
     let tiny = batch.max(1).saturating_mul(m).saturating_mul(n) <= GEMV_TINY_OUTPUTS;
@@ -971,6 +1013,7 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArch
     for c in weighed {
         let t = row.tile(c.variant);
         let splits = c.k_splits as f64;
+        let (m, n) = if c.turned { (n, m) } else { (m, n) };
         let blocks = t.tile_count(m, n) as f64 * batch.max(1) as f64 * splits;
         let resident = (t.blocks_per_sm as f64).min((blocks / sms).ceil()).max(1.0);
         let waves = (blocks / (sms * resident)).ceil();

@@ -47,6 +47,13 @@ pub const STAGED_STORES_IN_FLIGHT: u32 = 8;
 /// (H100, 633 × (6887 × 5 × 7) `tn@col`: `medium` 0.43 → 0.62 ms with it).
 pub const STAGED_STORES_MIN_COLUMNS: u32 = 32;
 
+/// Fewest rows a tile must have for its epilogue to go through shared memory
+/// ([`SgemmTile::store_staging_rows`]). The 16-row `skinny` tile serves m ≤ 16, where each
+/// block streams a long strip of B and stores only 16 rows of C: forced on 19 random-sweep
+/// shapes with the staged epilogue it ran 0.94x as fast by geometric mean (H100, 2026-12-06;
+/// worst 0.86x, 24 × (10770 × 558 × 2) `tt`), so it keeps the scalar stores.
+pub const STAGED_STORES_MIN_TILE_ROWS: u32 = 32;
+
 /// Thread blocks are rasterized in groups of this many tile-rows, so that blocks running at the
 /// same time share rows of A and columns of B in L2.
 pub const RASTER_GROUP_M: u32 = 8;
@@ -121,7 +128,8 @@ pub enum SgemmVariant {
     Medium,
     /// For small matrices (batched 64³ and the like): many blocks, short k.
     Small,
-    /// For few rows of C (m ≤ 16): 16-row tiles.
+    /// For few rows of C (m ≤ 16): 16-row tiles; for few columns, the same turned around
+    /// ([`SgemmVariant::can_turn`]).
     Skinny,
     /// For at most [`GEMV_MAX_M`] rows of C: not a tile kernel but a streaming one (one column
     /// of C per lane, k split across the warps of a block), bound by reading B once at full
@@ -153,6 +161,15 @@ impl SgemmVariant {
         SgemmVariant::Small,
         SgemmVariant::Skinny,
     ];
+
+    /// Whether the variant's kernels can run a problem turned around: `Cᵀ = op(B)ᵀ · op(A)ᵀ`,
+    /// the operands swapped and C written transposed (`C_TRANSPOSED`). Only the one tile that
+    /// is not square: `skinny`'s 16 rows then lie along the caller's n, so a problem with few
+    /// columns and many rows (m = 2248, n = 23) fills 16-row tiles instead of padding 64-wide
+    /// ones. (`gemv` turns too, by its own rule.)
+    pub const fn can_turn(self) -> bool {
+        matches!(self, SgemmVariant::Skinny)
+    }
 
     pub const fn name(self) -> &'static str {
         match self {
@@ -659,11 +676,15 @@ impl SgemmTile {
     /// steps: 16-20 memory sectors for 128 bytes. Staged through shared memory, each store
     /// instruction writes 32 consecutive floats of one row (4 sectors). The stage buffers are
     /// idle by then; all `tm` rows at once where they fit, else 4 or 1 per pass. Not for tiles
-    /// past [`STAGED_STORES_MAX_ACCUMULATORS`], nor for the register-double-buffered
+    /// past [`STAGED_STORES_MAX_ACCUMULATORS`] or shorter than [`STAGED_STORES_MIN_TILE_ROWS`],
+    /// nor for the register-double-buffered
     /// pipeline (no `cp.async`) at a budget of 128 registers: ptxas 12.9 spilled 16-232 bytes
     /// in sm_70's and sm_75's `large` with the staging code.
     pub const fn store_staging_rows(&self, limits: &ArchLimits) -> u32 {
-        if self.tm * self.tn > STAGED_STORES_MAX_ACCUMULATORS || (!limits.has_cp_async && self.register_budget(limits) <= 128) {
+        if self.tm * self.tn > STAGED_STORES_MAX_ACCUMULATORS
+            || self.bm < STAGED_STORES_MIN_TILE_ROWS
+            || (!limits.has_cp_async && self.register_budget(limits) <= 128)
+        {
             return 0;
         }
         if self.store_staging_bytes(self.tm) <= self.smem_bytes() {
@@ -746,8 +767,8 @@ impl SgemmTile {
         let staged_rows = self.store_staging_rows(&l);
         if staged_rows > 0 {
             // The read-back: each lane takes columns `lane + 32·c` of a staged row.
-            if self.warp_tile_n() % 32 != 0 || self.warp_tile_n() / 32 > STAGED_STORES_IN_FLIGHT {
-                return Err("staged epilogue: the warp tile's width must be 32 to 32 x STAGED_STORES_IN_FLIGHT columns, a multiple of 32");
+            if self.warp_tile_n() % 32 != 0 || STAGED_STORES_IN_FLIGHT % (self.warp_tile_n() / 32) != 0 {
+                return Err("staged epilogue: the warp tile's width must be 32 columns times a divisor of STAGED_STORES_IN_FLIGHT (a trip stores whole rows)");
             }
             if self.tm % staged_rows != 0 || !(staged_rows == 1 || staged_rows % 4 == 0) || self.store_staging_bytes(staged_rows) > self.smem_bytes() {
                 return Err("staged epilogue: the staged rows must be 1 or a multiple of 4, divide tm and fit in the stage buffers");

@@ -100,7 +100,9 @@
 //! spread 32 floats over `LM` rows 16 bytes apart; tiles with few enough accumulators
 //! ([`SgemmTile::store_staging_rows`]) instead pass their rows through the idle stage buffers
 //! ([`store_rows_through_shared`]), so that each store instruction writes 32 consecutive
-//! floats of one row. A k-split launch writes C from the
+//! floats of one row. `skinny` can also run a problem turned around (`C_TRANSPOSED`: the host
+//! swapped and transposed the operands so that its 16 rows lie along the caller's few columns);
+//! it then writes C transposed ([`store_turned`]). A k-split launch writes C from the
 //! reduction of its partial tiles instead (see "Split k"). `blockIdx.x` is the tile index (rasterized in groups of `RASTER_GROUP_M` tile-rows so
 //! co-running blocks share A and B in L2); `blockIdx.z` strides over the batch, so any batch
 //! count runs in one launch.
@@ -118,7 +120,7 @@ use crate::sgemm_config::{
     STAGED_STORES_IN_FLIGHT, STAGED_STORES_MIN_COLUMNS,
 };
 use crate::abi::{sgemm_params_entry, SgemmParams};
-use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_VECTOR, SPLIT_WORKSPACE};
+use crate::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR, SPLIT_WORKSPACE};
 
 const PAD: usize = SMEM_ROW_PAD as usize;
 
@@ -490,10 +492,13 @@ pub(super) struct COutput<const MOVED: bool> {
     pub(super) base: *mut f32,
     pub(super) m_start: u32,
     pub(super) n_start: u32,
-    /// C is 16-byte aligned at every fourth column of this tile.
+    /// C is 16-byte aligned at every fourth column of this tile (turned: at every fourth row).
     pub(super) vector: bool,
     /// beta = 0: C is not read.
     pub(super) beta_zero: bool,
+    /// The problem runs turned around (`C_TRANSPOSED`): element `(row, col)` of the canonical
+    /// C lies at `base[col·ldc + row]`. Only tiles that [`SgemmVariant::can_turn`] set it.
+    pub(super) transposed: bool,
 }
 
 impl<const MOVED: bool> COutput<MOVED> {
@@ -503,10 +508,11 @@ impl<const MOVED: bool> COutput<MOVED> {
         row < p.m && (!MOVED || row >= self.m_start)
     }
 
-    /// Where row `row` of C starts.
+    /// Where row `row` of C starts (turned: its first element; the next is `ldc` further).
     #[inline(always)]
     pub(super) fn row(&self, p: &Problem, row: u32) -> *mut f32 {
-        self.base.wrapping_add((row as u64 * p.ldc) as usize)
+        let offset = if self.transposed { row as u64 } else { row as u64 * p.ldc };
+        self.base.wrapping_add(offset as usize)
     }
 
     /// How many columns of C this block stores, of its tile's `bn` from `n0`.
@@ -542,9 +548,27 @@ impl<const MOVED: bool> COutput<MOVED> {
     pub(super) unsafe fn store4(&self, p: &Problem, c_row: *mut f32, col: u32, acc: [f32; 4]) {
         // (Scaled once, before the branches: scaling in each branch made the compiler keep
         // both products and select between them, a multiply and a select per element.)
-        let mut out = acc.map(|v| p.alpha * v);
-        let dst = c_row.wrapping_add(col as usize);
-        if self.vector && col + 4 <= p.n && (!MOVED || col >= self.n_start) {
+        let out = acc.map(|v| p.alpha * v);
+        if self.transposed {
+            // Four rows of the stored C, one float each (the main epilogue of a turned tile
+            // stores whole columns instead: `store_turned`).
+            for (e, v) in out.iter().enumerate() {
+                if self.owns_col(p, col + e as u32) {
+                    self.store1(p, c_row.wrapping_add(((col + e as u32) as u64 * p.ldc) as usize), *v);
+                }
+            }
+            return;
+        }
+        let whole = self.vector && col + 4 <= p.n && (!MOVED || col >= self.n_start);
+        self.store_run4(p, c_row.wrapping_add(col as usize), whole, out, |e| self.owns_col(p, col + e as u32));
+    }
+
+    /// Stores four scaled values (`alpha·acc`) into four consecutive floats of C from `dst`:
+    /// one 16-byte store (after a 16-byte load of the old values where beta ≠ 0) where `whole`
+    /// (aligned, and all four the block's), otherwise those that `owned(e)` one at a time.
+    #[inline(always)]
+    pub(super) unsafe fn store_run4(&self, p: &Problem, dst: *mut f32, whole: bool, mut out: [f32; 4], owned: impl Fn(usize) -> bool) {
+        if whole {
             if !self.beta_zero {
                 let old = *(dst as *const Float4);
                 for e in 0..4 {
@@ -554,7 +578,7 @@ impl<const MOVED: bool> COutput<MOVED> {
             *(dst as *mut Float4) = Float4(out);
         } else {
             for (e, v) in out.iter().enumerate() {
-                if self.owns_col(p, col + e as u32) {
+                if owned(e) {
                     self.store1(p, dst.add(e), *v);
                 }
             }
@@ -572,7 +596,8 @@ impl<const MOVED: bool> COutput<MOVED> {
 /// The staged rows are the pass's rows of the warp tile in order (`ROWS` a multiple of 4: a
 /// run of consecutive rows; `ROWS` = 1: every fourth row), so staged row `s` is row
 /// `first + s·step` of C: the rows inside C are one range of `s`, and the read-back walks only
-/// that range, [`STAGED_STORES_IN_FLIGHT`] rows at a time, their loads of C before any store.
+/// that range, [`STAGED_STORES_IN_FLIGHT`] segments at a time (whole rows, in row order), their
+/// loads of C before any store.
 /// `row0`, `col0`: this thread's first accumulator row and column in the block tile, as the
 /// kernel computes them.
 ///
@@ -627,49 +652,82 @@ unsafe fn store_rows_through_shared<const TM: usize, const TN: usize, const LM: 
         let s_first = if MOVED { rows_to(c_out.m_start) } else { 0 };
         let row_stride = step as u64 * p.ldc;
         let c_first_row = c_out.row(p, first_row);
-        for chunk in 0..width / 32 {
-            let column = chunk * 32 + lane;
-            let col = n0 + (warp_n0 + column) as u32;
-            // (The same for the whole warp: a segment wholly past n is skipped.)
-            if n0 + (warp_n0 + chunk * 32) as u32 >= p.n {
-                continue;
+        // A trip takes `rows_per_trip` staged rows whole, their segments in row order: the
+        // two halves of a 64-column row go out back to back (taking a segment of every row
+        // first measured up to 1.2x slower on wide shapes, H100). A segment wholly past n is
+        // never owned: it only idles its slots.
+        let chunks = width / 32;
+        let rows_per_trip = IN_FLIGHT / chunks;
+        // (`opaque`: the loop stays rolled; unrolled, every pass grew the kernel.)
+        for trip in 0..opaque(s_end.div_ceil(rows_per_trip as u32)) {
+            let mut dst = [core::ptr::null_mut::<f32>(); IN_FLIGHT];
+            let mut out = [0.0f32; IN_FLIGHT];
+            let mut owned = [false; IN_FLIGHT];
+            for t in 0..IN_FLIGHT {
+                let s = trip * rows_per_trip as u32 + (t / chunks) as u32;
+                let column = t % chunks * 32 + lane;
+                let col = n0 + (warp_n0 + column) as u32;
+                owned[t] = c_out.owns_col(p, col) && s >= s_first && s < s_end;
+                if owned[t] {
+                    dst[t] = c_first_row.wrapping_add(col as usize + (s as u64 * row_stride) as usize);
+                    out[t] = p.alpha * *staging.add(s as usize * row_floats + column);
+                }
             }
-            let col_owned = c_out.owns_col(p, col);
-            let dst_first = c_first_row.wrapping_add(col as usize);
-            let staged_column = staging.add(column);
-            // (`opaque`: the loop stays rolled; unrolled, every pass and chunk grew the kernel.)
-            for trip in 0..opaque(s_end.div_ceil(IN_FLIGHT as u32)) {
-                let mut dst = [core::ptr::null_mut::<f32>(); IN_FLIGHT];
-                let mut out = [0.0f32; IN_FLIGHT];
-                let mut owned = [false; IN_FLIGHT];
+            if !c_out.beta_zero {
+                let mut old = [0.0f32; IN_FLIGHT];
                 for t in 0..IN_FLIGHT {
-                    let s = trip * IN_FLIGHT as u32 + t as u32;
-                    owned[t] = col_owned && s >= s_first && s < s_end;
                     if owned[t] {
-                        dst[t] = dst_first.wrapping_add((s as u64 * row_stride) as usize);
-                        out[t] = p.alpha * *staged_column.add(s as usize * row_floats);
-                    }
-                }
-                if !c_out.beta_zero {
-                    let mut old = [0.0f32; IN_FLIGHT];
-                    for t in 0..IN_FLIGHT {
-                        if owned[t] {
-                            old[t] = *dst[t];
-                        }
-                    }
-                    for t in 0..IN_FLIGHT {
-                        out[t] = c_out.add_old(p, out[t], old[t]);
+                        old[t] = *dst[t];
                     }
                 }
                 for t in 0..IN_FLIGHT {
-                    if owned[t] {
-                        *dst[t] = out[t];
-                    }
+                    out[t] = c_out.add_old(p, out[t], old[t]);
+                }
+            }
+            for t in 0..IN_FLIGHT {
+                if owned[t] {
+                    *dst[t] = out[t];
                 }
             }
         }
         // The next pass overwrites the staged rows every lane has just read.
         sync_warp();
+    }
+}
+
+/// The epilogue of a turned problem (`C_TRANSPOSED`, see [`COutput::transposed`]): the
+/// canonical C is the stored C's transpose, so four consecutive rows of one column of a
+/// thread's 4×4 sub-tile are four consecutive floats of one stored row. Each goes out as one
+/// 16-byte store where C is aligned and all four rows are the block's; the lanes that share a
+/// column (`LM` of them, along m) then write `16·LM` consecutive bytes of that stored row.
+/// Otherwise one float at a time.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_turned<const TM: usize, const TN: usize, const LM: usize, const MOVED: bool>(
+    p: &Problem,
+    c_out: &COutput<MOVED>,
+    acc: &[[f32; TN]; TM],
+    m0: u32,
+    n0: u32,
+    row0: usize,
+    col0: usize,
+) {
+    let ln = 32 / LM;
+    for i in 0..TM / 4 {
+        let row = m0 + (row0 + i * LM * 4) as u32;
+        // (A moved tile's rows are 16-byte aligned only if it moved by a multiple of 4.)
+        let whole = c_out.vector && row % 4 == 0 && row + 4 <= p.m && (!MOVED || row >= c_out.m_start);
+        for j in 0..TN / 4 {
+            for c in 0..4 {
+                let col = n0 + (col0 + j * ln * 4 + c) as u32;
+                if !c_out.owns_col(p, col) {
+                    continue;
+                }
+                let dst = c_out.base.wrapping_add((col as u64 * p.ldc + row as u64) as usize);
+                let out: [f32; 4] = core::array::from_fn(|r| p.alpha * acc[4 * i + r][4 * j + c]);
+                c_out.store_run4(p, dst, whole, out, |r| c_out.owns_row(p, row + r as u32));
+            }
+        }
     }
 }
 
@@ -822,7 +880,8 @@ unsafe fn reduce_k_splits_in_workspace<const BM: usize, const BN: usize, const T
 /// `PIPELINED`, `EARLY_FRAGMENTS`, `FAST_LOOP`, `SPLITS_K`, `CLUSTER_SPLIT`, `MOVES_EDGE_TILES`:
 /// see [`SgemmTile::pipelined_fragments`], [`SgemmTile::reads_first_fragments_early`],
 /// [`SgemmTile::has_fast_loop`], [`SgemmTile::splits_k`], [`SgemmTile::can_split_k`] and
-/// [`SgemmTile::moves_edge_tiles`]; `STAGED_ROWS`: [`SgemmTile::store_staging_rows`].
+/// [`SgemmTile::moves_edge_tiles`]; `STAGED_ROWS`: [`SgemmTile::store_staging_rows`];
+/// `TURNS`: [`SgemmVariant::can_turn`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn sgemm<
@@ -846,6 +905,7 @@ unsafe fn sgemm<
     const CLUSTER_SPLIT: bool,
     const MOVES_EDGE_TILES: bool,
     const STAGED_ROWS: usize,
+    const TURNS: bool,
 >(
     p: &Problem,
 ) {
@@ -1048,18 +1108,23 @@ unsafe fn sgemm<
             BlockTile { m_start: 0, n_start: 0, m0: opaque(m0), n0: opaque(n0) }
         };
         let (m0, n0) = (tile.m0, tile.n0);
+        let transposed = TURNS && flags & C_TRANSPOSED != 0;
         let c_out = COutput::<MOVES_EDGE_TILES> {
             base: p.c.ptr_mut().wrapping_add((batch as u64 * p.stride_c) as usize),
             m_start: tile.m_start,
             n_start: tile.n_start,
             beta_zero: flags & BETA_ZERO != 0,
-            // A moved edge tile's columns are 16-byte aligned only if it moved by a multiple of 4.
-            vector: flags & C_VECTOR != 0 && (!MOVES_EDGE_TILES || n0 % 4 == 0),
+            // A moved edge tile's columns are 16-byte aligned only if it moved by a multiple of 4
+            // (turned: its rows, which `store_turned` tests).
+            vector: flags & C_VECTOR != 0 && (!MOVES_EDGE_TILES || transposed || n0 % 4 == 0),
+            transposed,
         };
         if SPLITS_K && flags & SPLIT_WORKSPACE != 0 {
             reduce_k_splits_in_workspace::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid, batch);
         } else if CLUSTER_SPLIT && grid_dim_y() > 1 {
             reduce_k_splits::<BM, BN, TM, TN, LM, NT, MOVES_EDGE_TILES>(p, &c_out, &acc, smem, m0, n0, row0, col0, tid);
+        } else if c_out.transposed {
+            store_turned::<TM, TN, LM, MOVES_EDGE_TILES>(p, &c_out, &acc, m0, n0, row0, col0);
         } else if STAGED_ROWS > 0 && !c_out.vector && c_out.owned_columns(p, n0, BN as u32) >= STAGED_STORES_MIN_COLUMNS {
             // (The same for the whole block: every thread takes this branch or none.)
             // (`opaque(tid)`: the staging addresses are computed here, not hoisted out of the batch
@@ -1145,6 +1210,7 @@ macro_rules! sgemm_entry {
                 { T.can_split_k(&BUILD_CONFIG.limits()) },
                 { T.moves_edge_tiles() },
                 { T.store_staging_rows(&BUILD_CONFIG.limits()) as usize },
+                { SgemmVariant::$variant.can_turn() },
             >(&problem)
         });
     };

@@ -188,7 +188,7 @@ pub(super) unsafe fn tiny<const UNROLL: usize, const A_K_CONTIGUOUS: bool, const
             }
             level /= 2;
         }
-        let c_out = COutput::<false> { base: piece.c, m_start: 0, n_start: 0, vector: p.flags & C_VECTOR != 0, beta_zero: p.flags & BETA_ZERO != 0 };
+        let c_out = COutput::<false> { base: piece.c, m_start: 0, n_start: 0, vector: p.flags & C_VECTOR != 0, beta_zero: p.flags & BETA_ZERO != 0, transposed: false };
         if config.stores_across_lanes && lanes == 1 && !c_out.vector {
             // (The same for the whole launch: every lane takes this branch or none.)
             store_piece_across_lanes(p, &c_out, &piece, owner, &acc);
