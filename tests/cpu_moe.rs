@@ -199,6 +199,30 @@ fn a_small_tiled_grid_takes_the_decode_path() {
 }
 
 #[test]
+fn tall_tiles_per_format_share_the_grid_and_the_launch_follows_the_format() {
+    // The tall tile may differ per format (over warps), never in rows or features per block:
+    // the path rule and the grid use `config.tall`. And the plan launches the format's tile.
+    for config in cukernels::MOE_CONFIGS.iter() {
+        for format in GgufFormat::ALL {
+            let tall = config.tile(MoePath::TiledTall, format);
+            assert_eq!((tall.rows, tall.features()), (config.tall.rows, config.tall.features()), "{} {}", config.arch, format.name());
+            let d = MulMatId::new(format, 128, 768, 2048, 4096, 8).force_path(MoePath::TiledTall);
+            let plan = d.plan(0, &buffers_for(&d), config).unwrap();
+            assert_eq!((plan.matmul_threads, plan.matmul_smem), (tall.threads(), tall.smem_bytes()), "{} {}", config.arch, format.name());
+        }
+    }
+    // sm_90's rows as measured: 8 warps × 16 features for the 32-row tile, and for the tall tile
+    // of the formats with a scale per 16 weights; 4 warps × 32 features for the other tall tiles.
+    let sm90 = cukernels::MOE_CONFIGS.iter().find(|c| c.arch.sm() == 90).unwrap();
+    for format in GgufFormat::ALL {
+        assert_eq!((sm90.tile(MoePath::Tiled, format).warps, sm90.tile(MoePath::Tiled, format).features_per_warp), (8, 16), "{}", format.name());
+        let tall = sm90.tile(MoePath::TiledTall, format);
+        let expected = if format.scales_per_16_weights() { (8, 16, 2) } else { (4, 32, 3) };
+        assert_eq!((tall.warps, tall.features_per_warp, tall.blocks_per_sm), expected, "{}", format.name());
+    }
+}
+
+#[test]
 fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
     for config in cukernels::MOE_CONFIGS.iter() {
         for tokens in [1usize, 8, 9, 64, 65, 256, 257, 512, 4096] {

@@ -78,6 +78,23 @@ pub fn shapes(quick: bool) -> Vec<MoeShape> {
         }
     }
     if !quick {
+        // The other formats where the tensor-core tiles run (their tiles are chosen per format:
+        // `moe_config.rs`): Qwen3 at 128 tokens (the 32-row tile) and 2048 (the tall one), the
+        // dense matmul at 512 (tall, a grid of 256 blocks) and llama.cpp's second shape at 128
+        // (the 32-row tile).
+        for format in GgufFormat::ALL.into_iter().filter(|f| !formats.contains(f)) {
+            for (model, experts, n_used, n, k, per_slot) in models {
+                let tokens: &[usize] = match model {
+                    "qwen3-30b-a3b" => &[128, 2048],
+                    "llama.cpp perf 2" => &[128],
+                    "dense" => &[512],
+                    _ => &[],
+                };
+                for &tokens in tokens {
+                    v.push(MoeShape { model, format, experts, n_used, n, k, tokens, per_slot, path: None });
+                }
+            }
+        }
         for t in [1, 8, 32, 128, 512] {
             for path in cukernels::MoePath::ALL {
                 v.push(MoeShape { model: "dense", format: GgufFormat::Q4_0, experts: 1, n_used: 1, n: 4096, k: 4096, tokens: t, per_slot: false, path: Some(path) });

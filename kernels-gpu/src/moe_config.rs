@@ -183,6 +183,10 @@ pub struct MoeArchConfig {
     /// Experts with many rows: the tiled path with twice the rows per tile (each decoded
     /// chunk serves twice the products; a tile of an expert with few rows is mostly empty).
     pub tall: MoeTile,
+    /// The tall tile of the formats with a scale per 16 weights (q2_K, q3_K, q6_K:
+    /// [`GgufFormat::scales_per_16_weights`]): the same rows and features per block as `tall`
+    /// (so the path rule and the grid do not depend on the format), perhaps over other warps.
+    pub tall_half_scales: MoeTile,
     /// The tall tile runs while the routed slots average at least this many rows per
     /// computed expert (`slots ≥ tall_min_rows · experts`) and its grid has at least
     /// `tall_min_blocks` blocks (`⌈slots / tall.rows⌉ · ⌈n / tall.features()⌉`).
@@ -221,6 +225,7 @@ impl MoeArchConfig {
                 MoeTile { rows, warps, features_per_warp: decode_features_per_warp(self.arch, format), blocks_per_sm, engine: MoeEngine::Dp4a }
             }
             MoePath::Tiled => self.tiled,
+            MoePath::TiledTall if format.scales_per_16_weights() => self.tall_half_scales,
             MoePath::TiledTall => self.tall,
             MoePath::Direct => {
                 let MoeDecodeShape { rows, warps, blocks_per_sm } = self.direct;
@@ -351,10 +356,17 @@ pub const fn direct_rereads_pay(format: GgufFormat) -> bool {
 const TILED: MoeTile = tile(32, 8, 1, 2);
 /// Tensor-core tiles: 32 rows (at 512 tokens of 128 experts × 8 an expert averages 32 rows)
 /// × 4 warps × 32 features (two 16-feature fragments per warp, sharing each activation
-/// fragment): 128 features, 62 KB of staged step, three blocks per SM where 228 KB allow it
-/// (sm_90, sm_100), two on sm_80's 164 KB.
-const TILED_MMA: MoeTile = mma_tile(32, 4, 32, 3, MoeEngine::MmaM16n8k32);
+/// fragment): 128 features, 62 KB of staged step, two blocks on sm_80's 164 KB.
 const TILED_MMA_SM80: MoeTile = mma_tile(32, 4, 32, 2, MoeEngine::MmaM16n8k32);
+/// sm_90 and sm_100: the same 32 rows × 128 features as 8 warps × 16 features, two blocks per
+/// SM (128 registers each): 16 warps per SM where 4 × 32 at three blocks had 12, and each warp
+/// half the accumulators. These tiles wait on their loads (the weight decode's, ncu above), and
+/// twice the warps per block hide more of it at the price of each activation fragment serving
+/// one weight fragment instead of two. Measured on an H100 against 4 × 32 × 3 blocks, every
+/// format, the same run (`benches/results/2026-12-06-h100-moe-narrow-tiles/`): llama.cpp's
+/// second shape at T = 128 1.13-1.43x (all 13 formats), dense 4096² T = 128 1.06-1.14x,
+/// 512 experts T = 512 1.01-1.19x; Qwen3 at T = 128 0.94-1.11x (8 of 13 formats 1-6% slower).
+const TILED_MMA_NARROW: MoeTile = mma_tile(32, 8, 16, 2, MoeEngine::MmaM16n8k32);
 /// The 100 KB SMs (sm_86, sm_89, sm_120): 16 features per warp, 37 KB, two blocks.
 const TILED_MMA_100KB: MoeTile = mma_tile(32, 4, 16, 2, MoeEngine::MmaM16n8k32);
 /// sm_75 (64 KB per SM, `mma.m8n8k16`): one block of 8 warps × 16 features, 62 KB.
@@ -366,6 +378,13 @@ const TILED_MMA_SM75: MoeTile = mma_tile(32, 8, 16, 1, MoeEngine::MmaM8n8k16);
 /// tokens), 0.83-0.85x at 8-10 rows; three blocks per SM (75 KB, 158-168 registers without
 /// spills) ran faster than two (238-255 registers: ccb7582's run).
 const TALL_MMA: MoeTile = mma_tile(64, 4, 32, 3, MoeEngine::MmaM16n8k32);
+/// The tall tile as 8 warps × 16 features (two blocks per SM), for the formats with a scale per
+/// 16 weights on sm_90 and sm_100. In the 4 × 32 tile those keep a branch per fragment (see
+/// `multiply_step`); here every format gains where the grid is small (dense 4096² T = 512, 256
+/// blocks: 1.27-1.47x), but over many waves only those three do: Qwen3 T = 2048 q2_K 1.01x,
+/// q3_K 1.01x, q6_K 1.03x against 0.88-0.96x for the others; q6_K 1.03-1.11x on every other
+/// tall row (same run as [`TILED_MMA_NARROW`]). iq4_nl and mxfp4 spill 8-12 bytes in it.
+const TALL_MMA_NARROW: MoeTile = mma_tile(64, 8, 16, 2, MoeEngine::MmaM16n8k32);
 /// sm_80's 164 KB hold two 75 KB blocks.
 const TALL_MMA_SM80: MoeTile = mma_tile(64, 4, 32, 2, MoeEngine::MmaM16n8k32);
 /// The 100 KB SMs: 64 rows × 4 warps × 16 features, 49 KB, two blocks.
@@ -397,7 +416,7 @@ const fn row(arch: Arch) -> MoeArchConfig {
         Arch::Sm75 => TILED_MMA_SM75,
         Arch::Sm80 => TILED_MMA_SM80,
         Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => TILED_MMA_100KB,
-        Arch::Sm90 | Arch::Sm100 => TILED_MMA,
+        Arch::Sm90 | Arch::Sm100 => TILED_MMA_NARROW,
     };
     // sm_70 has no tensor cores: its tall "tile" is the dp4a tile, never chosen (at most 32
     // rows: lane r writes row r), but forcing it runs the same kernel correctly.
@@ -408,7 +427,11 @@ const fn row(arch: Arch) -> MoeArchConfig {
         Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => (TALL_MMA_100KB, TALL_MIN_ROWS),
         Arch::Sm90 | Arch::Sm100 => (TALL_MMA, TALL_MIN_ROWS),
     };
-    MoeArchConfig { arch, decode, tiled, tall, tall_min_rows, tall_min_blocks: TALL_MIN_BLOCKS, direct: DIRECT, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, direct_any_rows_slots: DIRECT_ANY_ROWS_SLOTS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
+    let tall_half_scales = match arch {
+        Arch::Sm90 | Arch::Sm100 => TALL_MMA_NARROW,
+        _ => tall,
+    };
+    MoeArchConfig { arch, decode, tiled, tall, tall_half_scales, tall_min_rows, tall_min_blocks: TALL_MIN_BLOCKS, direct: DIRECT, direct_max_slots: DIRECT_MAX_SLOTS, direct_max_rows: DIRECT_MAX_ROWS, direct_any_rows_slots: DIRECT_ANY_ROWS_SLOTS, decode_max_rows: DECODE_MAX_ROWS, tiled_min_blocks: TILED_MIN_BLOCKS }
 }
 
 /// Every architecture's row, in [`Arch::ALL`] order. The decode path is `dp4a` everywhere;
@@ -514,6 +537,13 @@ const _: () = {
         if let Err(why) = row.tall.check(row.arch) {
             panic!("{}", why);
         }
+        if let Err(why) = row.tall_half_scales.check(row.arch) {
+            panic!("{}", why);
+        }
+        assert!(
+            row.tall_half_scales.rows == row.tall.rows && row.tall_half_scales.features() == row.tall.features() && row.tall_half_scales.engine as u8 == row.tall.engine as u8,
+            "every format's tall tile has the tall rows, features and engine (the path rule and the grid assume them)"
+        );
         assert!(!matches!(row.tiled.engine, MoeEngine::Dp4aRow) && !matches!(row.tall.engine, MoeEngine::Dp4aRow), "the tiled paths gather rows of many slots: the one-row direct engine cannot run them");
         i += 1;
     }

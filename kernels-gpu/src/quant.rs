@@ -945,13 +945,13 @@ impl GgufFormat {
         }
     }
 
-    /// Weights per block.
     /// Whether the format scales every 16 weights (q2_K, q3_K, q6_K) rather than every 32 or
     /// more: the halves of a decoded [`Chunk`] then have scales (and offsets) of their own.
     pub const fn scales_per_16_weights(self) -> bool {
         matches!(self, GgufFormat::Q2K | GgufFormat::Q3K | GgufFormat::Q6K)
     }
 
+    /// Weights per block.
     pub const fn block_elements(self) -> usize {
         match self {
             GgufFormat::Q4_0 | GgufFormat::Q4_1 | GgufFormat::Q5_0 | GgufFormat::Q5_1 | GgufFormat::Q8_0 | GgufFormat::Iq4Nl | GgufFormat::Mxfp4 => QK,

@@ -1082,7 +1082,7 @@ macro_rules! define_moe_entries {
                 /// # Safety
                 /// As the decode entry point.
                 $tiled,
-                |params| { tiled_matmul!($block, moe_config(BUILD_CONFIG).tiled, &params) }
+                |params| { tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::Tiled, GgufFormat::$format), &params) }
             );
             moe_params_entry!(
                 /// MoE matmul, tiled path with tall tiles (experts with many rows).
@@ -1090,7 +1090,7 @@ macro_rules! define_moe_entries {
                 /// # Safety
                 /// As the decode entry point.
                 $tall,
-                |params| { tiled_matmul!($block, moe_config(BUILD_CONFIG).tall, &params) }
+                |params| { tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::TiledTall, GgufFormat::$format), &params) }
             );
             moe_params_entry!(
                 /// MoE matmul, direct path (see the module docs).
