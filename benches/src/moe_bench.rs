@@ -52,6 +52,19 @@ impl MoeShape {
     }
 }
 
+/// A benchmarked model's expert matrices.
+struct MoeModel {
+    name: &'static str,
+    experts: usize,
+    n_used: usize,
+    n: usize,
+    k: usize,
+    /// One activation row per slot (as ggml's `test-backend-ops perf`), else one per token.
+    per_slot: bool,
+    /// The batch sizes at which the formats outside the main list are timed.
+    other_formats_tokens: &'static [usize],
+}
+
 /// The shapes: Qwen3-30B-A3B-like (E 128, 8 used, N 768, K 2048) and llama.cpp's second
 /// perf shape (E 32, 4 used, N 1792, K 2048), both with one activation row per slot as ggml's
 /// `test-backend-ops perf` times them (so that `benches/moe_llamacpp.py` can set llama.cpp's
@@ -62,47 +75,41 @@ impl MoeShape {
 pub fn shapes(quick: bool) -> Vec<MoeShape> {
     let tokens: &[usize] = if quick { &[1, 8, 512] } else { &[1, 8, 32, 128, 512, 2048] };
     let formats: &[GgufFormat] = if quick { &[GgufFormat::Q4_0] } else { &[GgufFormat::Q4_0, GgufFormat::Q8_0, GgufFormat::Q4K, GgufFormat::Q6K] };
-    // (model, experts, n_used, n, k, one row per slot)
-    let models: [(&'static str, usize, usize, usize, usize, bool); 4] = [
-        ("qwen3-30b-a3b", 128, 8, 768, 2048, true),
-        ("llama.cpp perf 2", 32, 4, 1792, 2048, true),
-        ("512 experts", 512, 10, 512, 2048, false),
-        ("dense", 1, 1, 4096, 4096, false),
+    // The other formats run where the tensor-core tiles do (their tiles are chosen per format:
+    // `moe_config.rs`), at the batch sizes of `other_formats_tokens`: Qwen3 at 128 tokens (the
+    // 32-row tile) and 2048 (the tall one), llama.cpp's second shape at 128 (the 32-row tile)
+    // and the dense matmul at 512 (tall, a grid of 256 blocks).
+    let models = [
+        MoeModel { name: "qwen3-30b-a3b", experts: 128, n_used: 8, n: 768, k: 2048, per_slot: true, other_formats_tokens: &[128, 2048] },
+        MoeModel { name: "llama.cpp perf 2", experts: 32, n_used: 4, n: 1792, k: 2048, per_slot: true, other_formats_tokens: &[128] },
+        MoeModel { name: "512 experts", experts: 512, n_used: 10, n: 512, k: 2048, per_slot: false, other_formats_tokens: &[] },
+        MoeModel { name: "dense", experts: 1, n_used: 1, n: 4096, k: 4096, per_slot: false, other_formats_tokens: &[512] },
     ];
+    let shape = |m: &MoeModel, format: GgufFormat, tokens: usize| MoeShape { model: m.name, format, experts: m.experts, n_used: m.n_used, n: m.n, k: m.k, tokens, per_slot: m.per_slot, path: None };
     let mut v = Vec::new();
-    for (model, experts, n_used, n, k, per_slot) in models {
+    for m in &models {
         for &format in formats {
             for &tokens in tokens {
-                v.push(MoeShape { model, format, experts, n_used, n, k, tokens, per_slot, path: None });
+                v.push(shape(m, format, tokens));
             }
         }
     }
     if !quick {
-        // The other formats where the tensor-core tiles run (their tiles are chosen per format:
-        // `moe_config.rs`): Qwen3 at 128 tokens (the 32-row tile) and 2048 (the tall one), the
-        // dense matmul at 512 (tall, a grid of 256 blocks) and llama.cpp's second shape at 128
-        // (the 32-row tile).
         for format in GgufFormat::ALL.into_iter().filter(|f| !formats.contains(f)) {
-            for (model, experts, n_used, n, k, per_slot) in models {
-                let tokens: &[usize] = match model {
-                    "qwen3-30b-a3b" => &[128, 2048],
-                    "llama.cpp perf 2" => &[128],
-                    "dense" => &[512],
-                    _ => &[],
-                };
-                for &tokens in tokens {
-                    v.push(MoeShape { model, format, experts, n_used, n, k, tokens, per_slot, path: None });
+            for m in &models {
+                for &tokens in m.other_formats_tokens {
+                    v.push(shape(m, format, tokens));
                 }
             }
         }
         for t in [1, 8, 32, 128, 512] {
             for path in cukernels::MoePath::ALL {
-                v.push(MoeShape { model: "dense", format: GgufFormat::Q4_0, experts: 1, n_used: 1, n: 4096, k: 4096, tokens: t, per_slot: false, path: Some(path) });
+                v.push(MoeShape { path: Some(path), ..shape(&models[3], GgufFormat::Q4_0, t) });
             }
         }
         for t in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
             for path in cukernels::MoePath::ALL {
-                v.push(MoeShape { model: "qwen3-30b-a3b", format: GgufFormat::Q4_0, experts: 128, n_used: 8, n: 768, k: 2048, tokens: t, per_slot: true, path: Some(path) });
+                v.push(MoeShape { path: Some(path), ..shape(&models[0], GgufFormat::Q4_0, t) });
             }
         }
     }

@@ -3,7 +3,7 @@
 //! README.md ("Reading the report").
 
 use crate::resources::{find_ptxas, known_rust_cuda_spills, ptxas_resources, KernelResources};
-use cukernels::{artifacts, decode_features_per_warp, direct_features_per_warp, moe_config, sgemm_config, Arch, ArtifactKind, Compiler, GgufFormat, MoePath, SgemmVariant};
+use cukernels::{artifacts, decode_features_per_warp, direct_features_per_warp, moe_config, sgemm_config, Arch, ArtifactKind, Compiler, GgufFormat, MoePath, MoeTile, SgemmVariant};
 use std::fmt::Write;
 
 /// The config table: one line per (architecture, variant).
@@ -123,6 +123,21 @@ pub fn config_table() -> String {
                 bound
             )
             .unwrap();
+        }
+        // The tensor-core tiles may also differ by format (`MoeArchConfig::tall_half_scales`):
+        // one line per tile other than q4_0's, with its formats.
+        for path in [MoePath::Tiled, MoePath::TiledTall] {
+            let mut tiles: Vec<MoeTile> = Vec::new();
+            for f in GgufFormat::ALL {
+                let t = row.tile(path, f);
+                if t != row.tile(path, GgufFormat::Q4_0) && !tiles.contains(&t) {
+                    tiles.push(t);
+                }
+            }
+            for t in tiles {
+                let formats: Vec<String> = GgufFormat::ALL.iter().filter(|&&f| row.tile(path, f) == t).map(|f| f.to_string()).collect();
+                writeln!(s, "{:<7} {} tile of {}: {}x{}, {}x{} warps x features, {} B, {} blk/SM", arch.name(), path.name(), formats.join(", "), t.rows, t.features(), t.warps, t.features_per_warp, t.smem_bytes(), t.blocks_per_sm).unwrap();
+            }
         }
         for (path, features) in [("decode", decode_features_per_warp as fn(Arch, GgufFormat) -> u32), ("direct", direct_features_per_warp)] {
             let per_format: Vec<String> = GgufFormat::ALL.iter().map(|&f| format!("{f} {}", features(arch, f))).collect();

@@ -521,29 +521,24 @@ const _: () = {
     while i < MOE_CONFIGS.len() {
         let row = &MOE_CONFIGS[i];
         assert!(row.arch as u8 == Arch::ALL[i] as u8, "MOE_CONFIGS must follow Arch::ALL order");
+        // Every path's tile of every format, as the launches take it (`tile(path, format)`).
         let mut f = 0;
         while f < GgufFormat::ALL.len() {
-            if let Err(why) = row.tile(MoePath::Decode, GgufFormat::ALL[f]).check(row.arch) {
-                panic!("{}", why);
+            let format = GgufFormat::ALL[f];
+            let mut p = 0;
+            while p < MoePath::ALL.len() {
+                if let Err(why) = row.tile(MoePath::ALL[p], format).check(row.arch) {
+                    panic!("{}", why);
+                }
+                p += 1;
             }
-            if let Err(why) = row.tile(MoePath::Direct, GgufFormat::ALL[f]).check(row.arch) {
-                panic!("{}", why);
-            }
+            let tall = row.tile(MoePath::TiledTall, format);
+            assert!(
+                tall.rows == row.tall.rows && tall.features() == row.tall.features() && tall.engine as u8 == row.tall.engine as u8,
+                "every format's tall tile has the tall rows, features and engine (the path rule and the grid assume them)"
+            );
             f += 1;
         }
-        if let Err(why) = row.tiled.check(row.arch) {
-            panic!("{}", why);
-        }
-        if let Err(why) = row.tall.check(row.arch) {
-            panic!("{}", why);
-        }
-        if let Err(why) = row.tall_half_scales.check(row.arch) {
-            panic!("{}", why);
-        }
-        assert!(
-            row.tall_half_scales.rows == row.tall.rows && row.tall_half_scales.features() == row.tall.features() && row.tall_half_scales.engine as u8 == row.tall.engine as u8,
-            "every format's tall tile has the tall rows, features and engine (the path rule and the grid assume them)"
-        );
         assert!(!matches!(row.tiled.engine, MoeEngine::Dp4aRow) && !matches!(row.tall.engine, MoeEngine::Dp4aRow), "the tiled paths gather rows of many slots: the one-row direct engine cannot run them");
         i += 1;
     }
