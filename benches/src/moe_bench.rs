@@ -53,6 +53,7 @@ impl MoeShape {
 }
 
 /// A benchmarked model's expert matrices.
+#[derive(Clone, Copy)]
 struct MoeModel {
     name: &'static str,
     experts: usize,
@@ -79,12 +80,11 @@ pub fn shapes(quick: bool) -> Vec<MoeShape> {
     // `moe_config.rs`), at the batch sizes of `other_formats_tokens`: Qwen3 at 128 tokens (the
     // 32-row tile) and 2048 (the tall one), llama.cpp's second shape at 128 (the 32-row tile)
     // and the dense matmul at 512 (tall, a grid of 256 blocks).
-    let models = [
-        MoeModel { name: "qwen3-30b-a3b", experts: 128, n_used: 8, n: 768, k: 2048, per_slot: true, other_formats_tokens: &[128, 2048] },
-        MoeModel { name: "llama.cpp perf 2", experts: 32, n_used: 4, n: 1792, k: 2048, per_slot: true, other_formats_tokens: &[128] },
-        MoeModel { name: "512 experts", experts: 512, n_used: 10, n: 512, k: 2048, per_slot: false, other_formats_tokens: &[] },
-        MoeModel { name: "dense", experts: 1, n_used: 1, n: 4096, k: 4096, per_slot: false, other_formats_tokens: &[512] },
-    ];
+    let qwen3 = MoeModel { name: "qwen3-30b-a3b", experts: 128, n_used: 8, n: 768, k: 2048, per_slot: true, other_formats_tokens: &[128, 2048] };
+    let llama_cpp_perf_2 = MoeModel { name: "llama.cpp perf 2", experts: 32, n_used: 4, n: 1792, k: 2048, per_slot: true, other_formats_tokens: &[128] };
+    let many_experts = MoeModel { name: "512 experts", experts: 512, n_used: 10, n: 512, k: 2048, per_slot: false, other_formats_tokens: &[] };
+    let dense = MoeModel { name: "dense", experts: 1, n_used: 1, n: 4096, k: 4096, per_slot: false, other_formats_tokens: &[512] };
+    let models = [qwen3, llama_cpp_perf_2, many_experts, dense];
     let shape = |m: &MoeModel, format: GgufFormat, tokens: usize| MoeShape { model: m.name, format, experts: m.experts, n_used: m.n_used, n: m.n, k: m.k, tokens, per_slot: m.per_slot, path: None };
     let mut v = Vec::new();
     for m in &models {
@@ -104,12 +104,12 @@ pub fn shapes(quick: bool) -> Vec<MoeShape> {
         }
         for t in [1, 8, 32, 128, 512] {
             for path in cukernels::MoePath::ALL {
-                v.push(MoeShape { path: Some(path), ..shape(&models[3], GgufFormat::Q4_0, t) });
+                v.push(MoeShape { path: Some(path), ..shape(&dense, GgufFormat::Q4_0, t) });
             }
         }
         for t in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
             for path in cukernels::MoePath::ALL {
-                v.push(MoeShape { path: Some(path), ..shape(&models[0], GgufFormat::Q4_0, t) });
+                v.push(MoeShape { path: Some(path), ..shape(&qwen3, GgufFormat::Q4_0, t) });
             }
         }
     }

@@ -127,10 +127,11 @@ pub fn config_table() -> String {
         // The tensor-core tiles may also differ by format (`MoeArchConfig::tall_half_scales`):
         // one line per tile other than q4_0's, with its formats.
         for path in [MoePath::Tiled, MoePath::TiledTall] {
+            let q4_0_tile = row.tile(path, GgufFormat::Q4_0);
             let mut tiles: Vec<MoeTile> = Vec::new();
             for f in GgufFormat::ALL {
                 let t = row.tile(path, f);
-                if t != row.tile(path, GgufFormat::Q4_0) && !tiles.contains(&t) {
+                if t != q4_0_tile && !tiles.contains(&t) {
                     tiles.push(t);
                 }
             }
