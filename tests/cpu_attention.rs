@@ -201,9 +201,9 @@ fn device_tables_replace_the_host_arrays() {
     // Lengths per sequence: `key_ends` is the device buffer, read from step-0 starts (the zero
     // word, set at launch).
     assert_eq!((p.params.block_table.addr(), p.params.key_ends.addr(), p.params.key_start_step, p.params.sinks.addr(), p.params.last_page), (table_at, lens_at, 0, sinks_at, 19));
-    assert!(!p.uploads() && p.checks_tables() && p.check_overlaps_forward && p.block_table.is_none() && p.cu_seqlens_k.is_none() && p.sinks.is_none(), "{p:?}");
+    assert!(!p.uploads() && p.checks_tables() && p.forward_overlaps_previous && p.block_table.is_none() && p.cu_seqlens_k.is_none() && p.sinks.is_none(), "{p:?}");
     let sm80 = on_device.plan(AttentionDtype::F16, &AttentionBuffers { tables, ..buffers(&on_device) }, attention_config(Arch::Sm80), 108).unwrap();
-    assert!(sm80.checks_tables() && !sm80.check_overlaps_forward, "no programmatic launch before sm_90");
+    assert!(sm80.checks_tables() && !sm80.forward_overlaps_previous, "no programmatic launch before sm_90");
     // The same problem on the host: uploaded, checked there, not on the device.
     let host = Attention::new(2, 1, 100, 4, 2, 128)
         .paged(PagedKv { page_size: 16, pages: 20, pages_per_seq: 7, block_table: (0..14).collect(), seqlens_k: Some(vec![100, 3]) })

@@ -261,7 +261,7 @@ fn plan_picks_the_path_by_tokens_and_bounds_the_grid() {
             assert_eq!(plan.params.tile_rows, tile.rows);
             let slots = (tokens * 8) as u32;
             // Only builds with programmatic launch overlap the direct path with the quantizer.
-            assert_eq!(plan.matmul_overlaps_prepare, path == MoePath::Direct && config.arch.sm() >= 90, "{} T{tokens}", config.arch);
+            assert_eq!(plan.overlaps_previous, config.arch.sm() >= 90, "{} T{tokens}", config.arch);
             assert_eq!(plan.params.flags & cukernels::moe_flags::QUANTIZE_ONLY != 0, path == MoePath::Direct);
             if path == MoePath::Direct {
                 // One block per slot.

@@ -688,6 +688,65 @@ fn split_launches_match_the_reference() {
     run(&gpu, &cases, &BOTH);
 }
 
+/// Launches on one stream that read what the launch before them wrote: on sm_90+ each forward
+/// launch is a programmatic dependent of the launch before it (the previous step's merge or
+/// forward), resident before that one ends, and must wait for it on the GPU. A chain in which
+/// each step's output is the next step's Q, every output poisoned with NaN before the chain
+/// starts; each step is checked against the reference on the Q the GPU produced, so a step that
+/// read Q (or overwrote the split workspace the merge before it still read) early fails. A
+/// split decode (forward and merge per step) and a causal prefill, f16, every config.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn chained_launches_read_what_the_launch_before_wrote() {
+    const STEPS: usize = 4;
+    let gpu = gpu();
+    // A stream of its own, and the chain's buffers made without cudarc's event tracking: with
+    // it, every launch would wait for an event recorded after the one before, and the launches
+    // would never overlap (nor test the kernels' own wait).
+    let stream = &gpu.stream.context().new_stream().unwrap();
+    let ctx = stream.context().clone();
+    let mut rng = rng("chained launches");
+    for (name, d) in [("decode 1×3000, GQA 4, 8 splits", Attention::new(1, 1, 3000, 32, 8, 128).splits(8)), ("prefill 2×300, causal", Attention::new(2, 300, 300, 8, 8, 64).causal())] {
+        let lengths = d.buffer_lengths().unwrap();
+        assert_eq!(lengths.o, lengths.q, "{name}: each step's O is the next step's Q");
+        let (q0_host, _) = round::<f16>(&random(&mut rng, lengths.q, 1.0));
+        let (k_host, k) = round::<f16>(&random(&mut rng, lengths.k, 1.0));
+        let (v_host, v) = round::<f16>(&random(&mut rng, lengths.v, 1.0));
+        // SAFETY (until tracking is on again): the buffers made meanwhile are used on
+        // `stream` alone, in order, so no event is needed to order their uses.
+        unsafe { ctx.disable_event_tracking() };
+        let (k_dev, v_dev) = (upload(stream, &k_host), upload(stream, &v_host));
+        let poison = vec![f16::from_f32(f32::NAN); lengths.o];
+        for h in &gpu.handles {
+            let who = format!("{name} [{}]", h.artifact(KernelFamily::Attention));
+            let mut qs = vec![upload(stream, &q0_host)];
+            qs.extend((0..STEPS).map(|_| upload(stream, &poison)));
+            for i in 0..STEPS {
+                let (done, rest) = qs.split_at_mut(i + 1);
+                h.attention(stream, &d, &done[i], &k_dev, &v_dev, &mut rest[0], AttentionExtras::default()).unwrap_or_else(|e| panic!("{who}: step {}: {e}", i + 1));
+            }
+            stream.synchronize().unwrap_or_else(|e| panic!("{who}: {e}"));
+            let host: Vec<Vec<f16>> = qs.iter().map(|q| stream.clone_dtoh(q).unwrap()).collect();
+            stream.synchronize().unwrap();
+            for i in 0..STEPS {
+                let q: Vec<f32> = host[i].iter().map(|x| x.to_f32()).collect();
+                let expected = attention_reference(&d, &AttentionInputs { q: &q, k: &k, v: &v, mask: None });
+                let bad: Vec<String> = expected
+                    .o
+                    .iter()
+                    .filter_map(|&(j, want)| {
+                        let got = host[i + 1][j].to_f32() as f64;
+                        (!(got - want).abs().le(&(f16::ATOL + f16::RTOL * want.abs()))).then(|| format!("O[{j}] = {got} (want {want})"))
+                    })
+                    .collect();
+                assert!(bad.is_empty(), "{who}: step {}: {} wrong of {}:\n{}", i + 1, bad.len(), expected.o.len(), bad.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
+            }
+        }
+        // SAFETY: only buffers made from here on are tracked again.
+        unsafe { ctx.enable_event_tracking() };
+    }
+}
+
 /// A split decode gives the same bits on every run (the merge adds the splits in a fixed
 /// order, whatever the blocks' timing), on every config: the two llama.cpp decode shapes
 /// (32 and 78 splits on the H200), three runs each, O and LSE compared bit for bit.

@@ -597,6 +597,68 @@ fn k_zero_and_empty_problems() {
     assert_all(failures);
 }
 
+/// Launches on one stream that read what the launch before them wrote: on sm_90+ each is a
+/// programmatic dependent of the one before, resident before that one ends, and must wait for
+/// it on the GPU. A chain `x_{i+1} = W·x_i` on one stream, every `x_i` poisoned with NaN before
+/// the chain starts; each step is then checked against `W` times the `x_i` the GPU produced,
+/// so a step that read its input before the step before had written it (NaN, or part of a
+/// product) fails. Shapes that take `gemv`, `tiny`, the tiles and k splits (the dispatcher's
+/// choices), and the chain once more with every variant forced, on every config.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn chained_launches_read_what_the_launch_before_wrote() {
+    const STEPS: usize = 6;
+    let gpu = gpu();
+    // A stream of its own, and the chain's buffers made without cudarc's event tracking: with
+    // it, every launch would wait for an event recorded after the one before, and the launches
+    // would never overlap (nor test the kernels' own wait).
+    let s = &gpu.stream.context().new_stream().unwrap();
+    let ctx = s.context().clone();
+    let mut rng = rng("chained");
+    let mut failures = Vec::new();
+    let forced: Vec<Option<SgemmChoice>> = std::iter::once(None).chain(SgemmVariant::ALL.iter().map(|&v| Some(v.into()))).collect();
+    for (m, n) in [(700, 1), (257, 9), (531, 300), (3000, 2), (96, 4000)] {
+        let g = Sgemm::new(m, n, m);
+        // Entries of W of size about 1/√m keep every x_i of the chain of order 1.
+        let w: Vec<f32> = random_vec(&mut rng, m * m).iter().map(|v| v / (m as f32).sqrt()).collect();
+        let x0 = random_vec(&mut rng, m * n);
+        // SAFETY (until tracking is on again): the buffers made meanwhile are used on `s`
+        // alone, in order, so no event is needed to order their uses.
+        unsafe { ctx.disable_event_tracking() };
+        let w_dev = s.clone_htod(&w).unwrap();
+        let poison = vec![f32::NAN; m * n];
+        let choices: &[Option<SgemmChoice>] = if m == 531 { &forced } else { &[None] };
+        for h in &gpu.handles {
+            for &choice in choices.iter().filter(|&&c| supports(h, c)) {
+                let label = format!("{m}x{n}x{m} chain, config {}@{}, {choice:?}", h.config(), h.target());
+                let mut xs = vec![s.clone_htod(&x0).unwrap()];
+                xs.extend((0..STEPS).map(|_| s.clone_htod(&poison).unwrap()));
+                for i in 0..STEPS {
+                    let (done, rest) = xs.split_at_mut(i + 1);
+                    if let Err(e) = h.sgemm_with(s, &g, &w_dev, &done[i], &mut rest[0], choice) {
+                        failures.push(format!("{label}: step {i}: launch error {e}"));
+                    }
+                }
+                if let Err(e) = s.synchronize() {
+                    panic!("{label}: a kernel failed on the device: {e}");
+                }
+                let host: Vec<Vec<f32>> = xs.iter().map(|x| s.clone_dtoh(x).unwrap()).collect();
+                s.synchronize().unwrap();
+                for i in 0..STEPS {
+                    let want = Expected::full(&g, &w, &host[i], &poison);
+                    if let Err(e) = want.check(&g, &poison, &host[i + 1]) {
+                        failures.push(format!("{label}: step {}:\n{e}", i + 1));
+                    }
+                }
+            }
+        }
+        s.synchronize().unwrap();
+        // SAFETY: only buffers made from here on are tracked again.
+        unsafe { ctx.enable_event_tracking() };
+    }
+    assert_all(failures);
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn broadcast_strides_and_padded_leading_dimensions() {

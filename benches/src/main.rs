@@ -164,8 +164,21 @@ fn handle(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Opti
     .unwrap_or_else(|e| panic!("cannot create the cukernels handle: {e}"))
 }
 
+/// The benchmarks' stream: a stream of its own (the legacy default stream cannot be captured
+/// into a CUDA graph, which the decode rows are also timed from), with cudarc's event tracking
+/// off. With it, every use of a buffer would wait for an event recorded after its last use:
+/// inside a capture a wait on an event recorded before it is an error, and between launches it
+/// keeps a launch (ours or the baseline's) from starting while the one before drains
+/// (programmatic dependent launch, sm_90+), as a framework that turns tracking off gets it.
+fn bench_stream(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>) -> std::sync::Arc<cukernels::cudarc::driver::CudaStream> {
+    let stream = ctx.new_stream().unwrap_or_else(|e| panic!("{e}"));
+    // SAFETY: every buffer of a benchmark is used on this stream alone, in order.
+    unsafe { ctx.disable_event_tracking() };
+    stream
+}
+
 fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
-    let stream = ctx.default_stream();
+    let stream = bench_stream(ctx);
     let kernels = handle(ctx, o);
     let blas = CudaBlas::new(stream.clone()).expect("cuBLAS");
     let info = DeviceInfo::of(ctx);
@@ -313,13 +326,7 @@ fn run_load(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Op
 /// JSON lines for `benches/attention_torch.py`, which adds PyTorch's baselines.
 fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
     use cukernels_bench::attention_bench::{bench_attention, shapes};
-    // A stream of its own: the legacy default stream cannot be captured into a CUDA graph
-    // (the decode rows are also timed from one).
-    let stream = ctx.new_stream().unwrap_or_else(|e| panic!("{e}"));
-    // cudarc's event tracking makes each use of a buffer wait for its last use, and inside a
-    // capture a wait on an event recorded before it is an error. SAFETY: every buffer of this
-    // benchmark is used on `stream` alone, in order.
-    unsafe { ctx.disable_event_tracking() };
+    let stream = bench_stream(ctx);
     let kernels = handle(ctx, o);
     kernels.preload_family(cukernels::KernelFamily::Attention).unwrap_or_else(|e| panic!("{e}"));
     let artifact = kernels.artifact(cukernels::KernelFamily::Attention).to_string();
@@ -346,7 +353,7 @@ fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o
 /// substring of the label); JSON lines with `op: "moe"`.
 fn run_moe(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Options) {
     use cukernels_bench::moe_bench::{bench_moe, shapes};
-    let stream = ctx.default_stream();
+    let stream = bench_stream(ctx);
     let kernels = handle(ctx, o);
     kernels.preload_family(cukernels::KernelFamily::Moe).unwrap_or_else(|e| panic!("{e}"));
     let blas = CudaBlas::new(stream.clone()).unwrap_or_else(|e| panic!("cannot create the cuBLAS handle: {e}"));

@@ -471,9 +471,11 @@ pub struct AttentionPlan {
     /// The merge of a split launch is launched as a programmatic dependent of it (sm_90+
     /// builds: it is scheduled while the split launch drains and waits for it on the GPU).
     pub merge_overlaps_split: bool,
-    /// The forward launch is a programmatic dependent of the table check (sm_90+ builds,
-    /// device-side tables): it starts at once, as it does not depend on the check.
-    pub check_overlaps_forward: bool,
+    /// The forward launch is a programmatic dependent of the launch before it on the stream
+    /// (sm_90+ builds): its blocks are scheduled while that launch drains and wait for it on
+    /// the GPU, except after the table check (device-side tables), which it does not depend on:
+    /// then it starts at once.
+    pub forward_overlaps_previous: bool,
     /// Host arrays to upload (their pointer fields of `params` are set at launch; those of
     /// device tables are set already).
     pub cu_seqlens_q: Option<Vec<u32>>,
@@ -992,7 +994,7 @@ impl Attention {
             heads_packed,
             splits,
             merge_overlaps_split: splits > 1 && row.arch.has_programmatic_launch(),
-            check_overlaps_forward: flags & CHECK_TABLES != 0 && row.arch.has_programmatic_launch(),
+            forward_overlaps_previous: row.arch.has_programmatic_launch(),
             cu_seqlens_q: cu_q,
             cu_seqlens_k: cu_k,
             block_table: paged.filter(|_| block_table_addr.is_none()).map(|p| p.block_table.clone()),
@@ -1253,7 +1255,7 @@ impl Cukernels {
             // long as `self`); `check_args` points at `check_params`, alive until the launch
             // is queued.
             unsafe {
-                launch(check.cu_function(), (plan.params.batch, 1, 1), MERGE_THREADS, 0, stream.cu_stream(), &mut check_args, None)?;
+                launch(check.cu_function(), (plan.params.batch, 1, 1), MERGE_THREADS, 0, stream.cu_stream(), &mut check_args, &[])?;
             }
         }
         let mut args = params.kernel_args();
@@ -1263,9 +1265,9 @@ impl Cukernels {
         // stream order). `args` points at the fields of `params`, alive until cuLaunchKernel
         // returns, and matches the entry point's parameters by construction (both come from
         // the one definition of `AttentionParams`).
-        let after_check = plan.check_overlaps_forward.then_some(LaunchAttribute::ProgrammaticDependent);
+        let overlapped: &[LaunchAttribute] = if plan.forward_overlaps_previous { &[LaunchAttribute::ProgrammaticDependent] } else { &[] };
         unsafe {
-            launch(forward.cu_function(), plan.grid, plan.block, plan.smem_bytes, stream.cu_stream(), &mut args, after_check)?;
+            launch(forward.cu_function(), plan.grid, plan.block, plan.smem_bytes, stream.cu_stream(), &mut args, overlapped)?;
         }
         if plan.splits > 1 {
             let merge = self.attention_function(None, plan.dtype, AttentionTileKind::Prefill)?;
@@ -1273,7 +1275,7 @@ impl Cukernels {
             // SAFETY: as above; the merge reads the workspace the forward launch wrote, in
             // stream order, and writes O's rows (and LSE) that the plan validated.
             unsafe {
-                launch(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, plan.merge_overlaps_split.then_some(LaunchAttribute::ProgrammaticDependent))?;
+                launch(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, if plan.merge_overlaps_split { &[LaunchAttribute::ProgrammaticDependent] } else { &[] })?;
             }
         }
         drop((own_launches, cu_q, cu_k, table, slopes, sinks, allocated));

@@ -428,7 +428,7 @@ impl MulMatId {
             matmul_grid: (tile_bound as u32, feature_blocks as u32),
             matmul_threads: tile.threads(),
             matmul_smem: tile.smem_bytes(),
-            matmul_overlaps_prepare: path == MoePath::Direct && config.arch.has_programmatic_launch(),
+            overlaps_previous: config.arch.has_programmatic_launch(),
             empty: self.tokens == 0,
         })
     }
@@ -460,9 +460,10 @@ pub struct MoePlan {
     pub matmul_grid: (u32, u32),
     pub matmul_threads: u32,
     pub matmul_smem: u32,
-    /// The matmul is launched as a programmatic dependent of the prepare launch (the direct
-    /// path's kernel waits for the quantizer itself, on sm_90 and newer).
-    pub matmul_overlaps_prepare: bool,
+    /// Both launches are programmatic dependents of the launch before them on the stream
+    /// (sm_90+ builds): the prepare launch of the one before the call, the matmul of the
+    /// prepare launch; each kernel waits for its prerequisite grid itself.
+    pub overlaps_previous: bool,
     /// No tokens: nothing to launch.
     pub empty: bool,
 }
@@ -588,11 +589,12 @@ impl Cukernels {
         // the entry points' parameters by construction (one definition of `MoeParams`).
         unsafe {
             let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
-            cudarc::driver::result::launch_kernel(prepare.cu_function(), (plan.prepare_grid, 1, 1), (MOE_PREPARE_THREADS, 1, 1), route_smem, s, &mut args)?;
+            // With PDL (sm_90+ builds) each kernel waits for the grid before it
+            // (`griddepcontrol.wait`) before it reads what that grid may have written.
+            let overlap: &[LaunchAttribute] = if plan.overlaps_previous { &[LaunchAttribute::ProgrammaticDependent] } else { &[] };
+            launch(prepare.cu_function(), (plan.prepare_grid, 1, 1), MOE_PREPARE_THREADS, route_smem, s, &mut args, overlap)?;
             let grid = (plan.matmul_grid.0, plan.matmul_grid.1, 1);
-            // With PDL, the direct kernel of an sm_90+ build waits for the prepare grid
-            // (`griddepcontrol.wait`) before it reads the quantized activations.
-            launch(matmul.cu_function(), grid, plan.matmul_threads, plan.matmul_smem, s, &mut args, plan.matmul_overlaps_prepare.then_some(LaunchAttribute::ProgrammaticDependent))?;
+            launch(matmul.cu_function(), grid, plan.matmul_threads, plan.matmul_smem, s, &mut args, overlap)?;
         }
         Ok(())
     }

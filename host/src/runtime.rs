@@ -362,6 +362,7 @@ impl std::fmt::Debug for Cukernels {
 }
 
 /// A launch attribute of [`launch`].
+#[derive(Clone, Copy)]
 pub(crate) enum LaunchAttribute {
     /// Thread-block clusters of this many blocks along y (sm_90 and newer).
     ClusterY(u32),
@@ -370,12 +371,12 @@ pub(crate) enum LaunchAttribute {
     ProgrammaticDependent,
 }
 
-/// Launches `f` through `cuLaunchKernelEx` with one launch attribute, or, with none, through
-/// `cuLaunchKernel` (the callers that take an attribute only on some builds, a programmatic
-/// dependent on sm_90 and newer, launch through here either way).
+/// Launches `f` through `cuLaunchKernelEx` with these launch attributes, or, with none,
+/// through `cuLaunchKernel` (the callers that take an attribute only on some builds, a
+/// programmatic dependent on sm_90 and newer, launch through here either way).
 ///
 /// Safety: as `cuLaunchKernel`: `args` matches `f`'s parameters, every address they carry is
-/// valid for what the kernel does with it for the duration of the launch, and the attribute
+/// valid for what the kernel does with it for the duration of the launch, and each attribute
 /// is one the kernel was built for (a cluster reduction, a wait for its prerequisite grid).
 pub(crate) unsafe fn launch(
     f: cudarc::driver::sys::CUfunction,
@@ -384,29 +385,34 @@ pub(crate) unsafe fn launch(
     smem_bytes: u32,
     stream: cudarc::driver::sys::CUstream,
     args: &mut [*mut std::ffi::c_void],
-    attribute: Option<LaunchAttribute>,
+    attributes: &[LaunchAttribute],
 ) -> Result<()> {
     use cudarc::driver::sys::{CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig};
-    let Some(attribute) = attribute else {
+    if attributes.is_empty() {
         // SAFETY: the caller's promises above.
         unsafe { cudarc::driver::result::launch_kernel(f, grid, (block, 1, 1), smem_bytes, stream, args) }?;
         return Ok(());
-    };
-    // SAFETY (zeroed): a C union of plain integers; all zeros is a valid value of it.
-    let mut value: CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
-    let id = match attribute {
-        LaunchAttribute::ClusterY(blocks) => {
-            value.clusterDim.x = 1;
-            value.clusterDim.y = blocks;
-            value.clusterDim.z = 1;
-            CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        }
-        LaunchAttribute::ProgrammaticDependent => {
-            value.programmaticStreamSerializationAllowed = 1;
-            CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        }
-    };
-    let mut attribute = CUlaunchAttribute { id, pad: [0; 4], value };
+    }
+    let mut attributes: Vec<CUlaunchAttribute> = attributes
+        .iter()
+        .map(|attribute| {
+            // SAFETY (zeroed): a C union of plain integers; all zeros is a valid value of it.
+            let mut value: CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+            let id = match *attribute {
+                LaunchAttribute::ClusterY(blocks) => {
+                    value.clusterDim.x = 1;
+                    value.clusterDim.y = blocks;
+                    value.clusterDim.z = 1;
+                    CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+                }
+                LaunchAttribute::ProgrammaticDependent => {
+                    value.programmaticStreamSerializationAllowed = 1;
+                    CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+                }
+            };
+            CUlaunchAttribute { id, pad: [0; 4], value }
+        })
+        .collect();
     let config = CUlaunchConfig {
         gridDimX: grid.0,
         gridDimY: grid.1,
@@ -416,10 +422,10 @@ pub(crate) unsafe fn launch(
         blockDimZ: 1,
         sharedMemBytes: smem_bytes,
         hStream: stream,
-        attrs: &mut attribute,
-        numAttrs: 1,
+        attrs: attributes.as_mut_ptr(),
+        numAttrs: attributes.len() as u32,
     };
-    // SAFETY: the caller's promises above; `config` and `attribute` live until the call returns.
+    // SAFETY: the caller's promises above; `config` and `attributes` live until the call returns.
     unsafe { cudarc::driver::sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
     Ok(())
 }

@@ -47,7 +47,6 @@ use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use cukernels_gpu::sgemm_flags::{A_VECTOR, BETA_ZERO, B_VECTOR, C_TRANSPOSED, C_VECTOR, SPLIT_WORKSPACE, TINY_LANES_MASK, TINY_LANES_SHIFT};
 use cukernels_gpu::{GlobalPtr, SgemmArchConfig, SgemmOperands, SgemmParams, SgemmTile, SgemmVariant, TinyConfig, GEMV_COLUMNS, MAX_K_SPLITS, SMALL_TILE_MAX_ELEMENTS, TINY_TILE};
-use std::ffi::c_void;
 
 /// Which kernel runs a problem: a variant, and over how many blocks each tile's k range is
 /// split (1: no split) and how those blocks add their partial tiles. [`choose_kernel`] picks
@@ -693,6 +692,7 @@ impl Sgemm {
                 split_counters: GlobalPtr::new(split_counters),
             },
             empty: cm == 0 || cn == 0 || g.batch == 0,
+            overlaps_previous: row.arch.has_programmatic_launch(),
         })
     }
 }
@@ -749,6 +749,10 @@ pub struct SgemmPlan {
     pub params: SgemmParams,
     /// Nothing to compute (m, n or batch is 0): no launch.
     pub empty: bool,
+    /// Launched as a programmatic dependent of the launch before it on the stream (sm_90+
+    /// builds): its blocks are scheduled while that launch drains and wait for it on the GPU
+    /// (the kernels' "Launch overlap").
+    pub overlaps_previous: bool,
 }
 
 /// The most rows (or columns) of C for which the dispatcher picks `gemv`. Measured on the
@@ -1184,9 +1188,12 @@ impl Cukernels {
         let mut params = p.params;
         let mut args = params.kernel_args();
         self.context().bind_to_thread()?;
-        if p.grid.1 > 1 && !p.uses_workspace() {
-            return self.launch_clusters(f.cu_function(), stream, p, &mut args);
-        }
+        // A k split without a workspace: the `grid.1` blocks of each tile form one thread-block
+        // cluster, which the kernel's reduction through distributed shared memory needs (the
+        // plan only has such splits on an architecture with clusters, whose PTX has it).
+        let cluster = (p.grid.1 > 1 && !p.uses_workspace()).then_some(LaunchAttribute::ClusterY(p.grid.1));
+        let overlap = p.overlaps_previous.then_some(LaunchAttribute::ProgrammaticDependent);
+        let attributes: Vec<LaunchAttribute> = cluster.into_iter().chain(overlap).collect();
         // SAFETY: `plan` proved that every element the canonical problem addresses lies inside
         // the caller's buffers, whose device pointers stay valid for the duration of the launch
         // (cudarc's SyncOnDrop guards order them on `stream`; the raw entry point's caller
@@ -1195,19 +1202,8 @@ impl Cukernels {
         // sizes by construction: both are generated from the one definition of `SgemmParams`.
         // A split through the workspace writes only inside the workspace the plan checked
         // (size, alignment, no overlap with A, B, C), which the caller keeps for SGEMM alone.
-        unsafe {
-            cudarc::driver::result::launch_kernel(f.cu_function(), p.grid, (p.block, 1, 1), p.smem_bytes, stream, &mut args)?;
-        }
-        Ok(())
-    }
-
-    /// Launches a k-split plan: the `grid.1` blocks of each tile form one thread-block cluster
-    /// (`cuLaunchKernelEx` with a cluster-dimension attribute), which the kernel's reduction
-    /// through distributed shared memory needs.
-    fn launch_clusters(&self, f: cudarc::driver::sys::CUfunction, stream: CUstream, p: &SgemmPlan, args: &mut [*mut c_void]) -> Result<()> {
-        // SAFETY: as in `launch_sgemm` (validated plan, parameter array matching the entry
-        // point); the plan only has k splits on an architecture with clusters, whose PTX has
-        // the reduction.
-        unsafe { launch(f, p.grid, p.block, p.smem_bytes, stream, args, Some(LaunchAttribute::ClusterY(p.grid.1))) }
+        // The attributes are ones every entry point of the build was made for (a cluster
+        // reduction, a wait for its prerequisite grid on sm_90+).
+        unsafe { launch(f.cu_function(), p.grid, p.block, p.smem_bytes, stream, &mut args, &attributes) }
     }
 }

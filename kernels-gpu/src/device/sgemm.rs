@@ -106,11 +106,17 @@
 //! reduction of its partial tiles instead (see "Split k"). `blockIdx.x` is the tile index (rasterized in groups of `RASTER_GROUP_M` tile-rows so
 //! co-running blocks share A and B in L2); `blockIdx.z` strides over the batch, so any batch
 //! count runs in one launch.
+//!
+//! ## Launch overlap (sm_90+)
+//! Every entry point (the tiles, `tiny` and `gemv`) is launched as a programmatic dependent
+//! (PDL) of the launch before it on the stream and lets its own dependent start at once: its
+//! blocks are scheduled, and wait in `griddepcontrol.wait` before touching memory, while the
+//! launch before drains. A product of a few µs then no longer pays the launch gap.
 
 use super::ptx::{
-    arrive_wrapping_gpu, block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16,
+    allow_dependent_launch, arrive_wrapping_gpu, block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16,
     cp_async_16_inside, cp_async_4, cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fence_gpu, fma, grid_dim_x, grid_dim_y,
-    grid_dim_z, load_cluster_shared_f32x4, load_gpu_coherent_f32x4, opaque, shared_address, sync_threads, sync_warp, thread_idx_x,
+    grid_dim_z, load_cluster_shared_f32x4, load_gpu_coherent_f32x4, opaque, shared_address, sync_threads, sync_warp, thread_idx_x, wait_for_prerequisite_grid,
 };
 use super::BUILD_CONFIG;
 use super::gemv::{gemv, gemv_dot};
@@ -1221,7 +1227,14 @@ macro_rules! sgemm_entry {
             /// # Safety
             /// Every pointer must cover the elements the canonical problem addresses.
             $name,
-            |$problem| $body
+            |$problem| {
+                // sm_90+: the next launch on the stream, if a programmatic dependent, may be
+                // scheduled now, and this one (launched as a dependent of the launch before
+                // it) waits for that grid before touching any memory ("Launch overlap" above).
+                allow_dependent_launch();
+                wait_for_prerequisite_grid();
+                $body
+            }
         );
     };
 }

@@ -36,9 +36,12 @@
 //! host takes this path only for a few slots (`direct_max_slots`).
 //!
 //! On sm_90 and newer the matmul is a *programmatic dependent* of the quantizer: the quantizer
-//! lets it launch at once (`griddepcontrol.launch_dependents`), its blocks prefetch their first
-//! weights into L2, and only then wait for the quantizer's results (`griddepcontrol.wait`); so
-//! the second launch's start and the first weights' latency hide behind the quantizer. (A
+//! lets it launch (`griddepcontrol.launch_dependents`) once the quantizer has itself waited
+//! for the launch before it, its blocks prefetch their first weights into L2, and only then
+//! wait for the quantizer's results (`griddepcontrol.wait`); so the second launch's start and
+//! the first weights' latency hide behind the quantizer. Every launch of a call (the prepare
+//! launch too, and the routed matmuls, which wait at once) is such a dependent of the launch
+//! before it and lets the next one start, so no launch gap sits between calls either. (A
 //! first version quantized the row in every block, into shared memory, to save the launch:
 //! at 8 tokens that quantization was over half of the kernel's instructions.)
 //!
@@ -1016,6 +1019,8 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
         }
     }
     wait_for_prerequisite_grid();
+    // The next launch (a programmatic dependent on sm_90+, which waits for this grid) may start.
+    allow_dependent_launch();
 
     let mut acc = [0f32; FEATURES];
     let mut kc = lane;
@@ -1062,6 +1067,15 @@ macro_rules! tiled_matmul {
     }};
 }
 
+/// The routed matmuls (decode, tiled, tall) read the router's and the quantizer's results
+/// from their first instruction: on sm_90+, where they are programmatic dependents of the
+/// prepare launch, they wait for that grid first; then the next launch may start.
+#[inline(always)]
+fn wait_for_prepare_then_allow_next() {
+    wait_for_prerequisite_grid();
+    allow_dependent_launch();
+}
+
 macro_rules! define_moe_entries {
     (matmul: [$(($decode:ident, $tiled:ident, $tall:ident, $direct:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
         $(
@@ -1073,6 +1087,7 @@ macro_rules! define_moe_entries {
                 $decode,
                 |params| {
                     const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tile(MoePath::Decode, GgufFormat::$format);
+                    wait_for_prepare_then_allow_next();
                     mul_mat_id::<$block, { T.rows as usize }, { T.warps as usize }, { T.features_per_warp as usize }>(&params)
                 }
             );
@@ -1082,7 +1097,10 @@ macro_rules! define_moe_entries {
                 /// # Safety
                 /// As the decode entry point.
                 $tiled,
-                |params| { tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::Tiled, GgufFormat::$format), &params) }
+                |params| {
+                    wait_for_prepare_then_allow_next();
+                    tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::Tiled, GgufFormat::$format), &params)
+                }
             );
             moe_params_entry!(
                 /// MoE matmul, tiled path with tall tiles (experts with many rows).
@@ -1090,7 +1108,10 @@ macro_rules! define_moe_entries {
                 /// # Safety
                 /// As the decode entry point.
                 $tall,
-                |params| { tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::TiledTall, GgufFormat::$format), &params) }
+                |params| {
+                    wait_for_prepare_then_allow_next();
+                    tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::TiledTall, GgufFormat::$format), &params)
+                }
             );
             moe_params_entry!(
                 /// MoE matmul, direct path (see the module docs).
@@ -1115,7 +1136,11 @@ macro_rules! define_moe_entries {
             /// sized by the host.
             $prepare,
             |params| {
-                // The direct matmul may start now: it waits for this grid before reading x_q.
+                // On sm_90+ this launch is a programmatic dependent of the launch before it:
+                // wait for that grid before reading x or the ids. Only then may the matmul
+                // start (the direct one reads the ids and weights before its own wait, for this
+                // grid's x_q).
+                wait_for_prerequisite_grid();
                 allow_dependent_launch();
                 // The branch is uniform over each block, so the router's barriers hold.
                 match block_idx_x() {
