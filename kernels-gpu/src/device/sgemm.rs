@@ -109,12 +109,15 @@
 //!
 //! ## Launch overlap (sm_90+)
 //! Every entry point (the tiles, `tiny` and `gemv`) is launched as a programmatic dependent
-//! (PDL) of the launch before it on the stream and lets its own dependent start at once: its
-//! blocks are scheduled, and wait in `griddepcontrol.wait` before touching memory, while the
-//! launch before drains. A product of a few µs then no longer pays the launch gap.
+//! (PDL) of the launch before it on the stream: its launch is prepared while the launch before
+//! drains, and its blocks wait in `griddepcontrol.wait` before touching memory. It never lets
+//! its own dependent start early (`griddepcontrol.launch_dependents`): the trigger is the
+//! implicit one at block exit, so the next grid is dispatched onto idle SMs. Dispatched beside
+//! this grid's running blocks, a next grid of under one wave was placed two blocks to some SMs
+//! and none to others, and ran up to 1.4x slower (NOTES "Launch overlap").
 
 use super::ptx::{
-    allow_dependent_launch, arrive_wrapping_gpu, block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16,
+    arrive_wrapping_gpu, block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16,
     cp_async_16_inside, cp_async_4, cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fence_gpu, fma, grid_dim_x, grid_dim_y,
     grid_dim_z, load_cluster_shared_f32x4, load_gpu_coherent_f32x4, opaque, shared_address, sync_threads, sync_warp, thread_idx_x, wait_for_prerequisite_grid,
 };
@@ -1228,10 +1231,8 @@ macro_rules! sgemm_entry {
             /// Every pointer must cover the elements the canonical problem addresses.
             $name,
             |$problem| {
-                // sm_90+: the next launch on the stream, if a programmatic dependent, may be
-                // scheduled now, and this one (launched as a dependent of the launch before
-                // it) waits for that grid before touching any memory ("Launch overlap" above).
-                allow_dependent_launch();
+                // sm_90+: this launch, a dependent of the launch before it, waits for that
+                // grid before touching any memory ("Launch overlap" above).
                 wait_for_prerequisite_grid();
                 $body
             }

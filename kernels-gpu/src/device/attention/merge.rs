@@ -192,10 +192,10 @@ pub(super) unsafe fn merge<const BF16: bool>(p: &AttentionParams) {
         check_tables(p);
         return;
     }
-    // The partial results are the previous grid's: wait for it (a no-op without PDL). Then
-    // the next launch (the next step's forward, itself a programmatic dependent) may start.
+    // The partial results are the previous grid's: wait for it (a no-op without PDL). The
+    // next launch (the next step's forward, a whole grid) gets the implicit trigger at block
+    // exit, so that it is dispatched onto idle SMs (the forward's trigger says why).
     wait_for_prerequisite_grid();
-    allow_dependent_launch();
     let row_id = block_idx_x() as usize;
     let tid = thread_idx_x() as usize;
     let smem = dynamic_smem();

@@ -41,7 +41,10 @@
 //! wait for the quantizer's results (`griddepcontrol.wait`); so the second launch's start and
 //! the first weights' latency hide behind the quantizer. Every launch of a call (the prepare
 //! launch too, and the routed matmuls, which wait at once) is such a dependent of the launch
-//! before it and lets the next one start, so no launch gap sits between calls either. (A
+//! before it, so its launch is prepared while that one drains. No other launch lets its
+//! dependent start early: a whole grid dispatched beside running blocks was placed two blocks
+//! to some SMs and none to others, and a grid of under one wave then ran up to 1.4x slower
+//! (NOTES "Launch overlap"); the implicit trigger at block exit dispatches it onto idle SMs. (A
 //! first version quantized the row in every block, into shared memory, to save the launch:
 //! at 8 tokens that quantization was over half of the kernel's instructions.)
 //!
@@ -1019,8 +1022,6 @@ unsafe fn mul_mat_id_direct<B: BlockFormat, const WARPS: usize, const FEATURES: 
         }
     }
     wait_for_prerequisite_grid();
-    // The next launch (a programmatic dependent on sm_90+, which waits for this grid) may start.
-    allow_dependent_launch();
 
     let mut acc = [0f32; FEATURES];
     let mut kc = lane;
@@ -1069,11 +1070,12 @@ macro_rules! tiled_matmul {
 
 /// The routed matmuls (decode, tiled, tall) read the router's and the quantizer's results
 /// from their first instruction: on sm_90+, where they are programmatic dependents of the
-/// prepare launch, they wait for that grid first; then the next launch may start.
+/// prepare launch, they wait for that grid first. Their own dependent (the next launch, a
+/// whole grid) gets the implicit trigger at block exit, as the direct matmul's does (the
+/// module docs say why).
 #[inline(always)]
-fn wait_for_prepare_then_allow_next() {
+fn wait_for_prepare() {
     wait_for_prerequisite_grid();
-    allow_dependent_launch();
 }
 
 macro_rules! define_moe_entries {
@@ -1087,7 +1089,7 @@ macro_rules! define_moe_entries {
                 $decode,
                 |params| {
                     const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tile(MoePath::Decode, GgufFormat::$format);
-                    wait_for_prepare_then_allow_next();
+                    wait_for_prepare();
                     mul_mat_id::<$block, { T.rows as usize }, { T.warps as usize }, { T.features_per_warp as usize }>(&params)
                 }
             );
@@ -1098,7 +1100,7 @@ macro_rules! define_moe_entries {
                 /// As the decode entry point.
                 $tiled,
                 |params| {
-                    wait_for_prepare_then_allow_next();
+                    wait_for_prepare();
                     tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::Tiled, GgufFormat::$format), &params)
                 }
             );
@@ -1109,7 +1111,7 @@ macro_rules! define_moe_entries {
                 /// As the decode entry point.
                 $tall,
                 |params| {
-                    wait_for_prepare_then_allow_next();
+                    wait_for_prepare();
                     tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::TiledTall, GgufFormat::$format), &params)
                 }
             );
@@ -1137,11 +1139,15 @@ macro_rules! define_moe_entries {
             $prepare,
             |params| {
                 // On sm_90+ this launch is a programmatic dependent of the launch before it:
-                // wait for that grid before reading x or the ids. Only then may the matmul
-                // start (the direct one reads the ids and weights before its own wait, for this
-                // grid's x_q).
+                // wait for that grid before reading x or the ids. Only then may the direct
+                // matmul start (it reads the ids and prefetches weights before its own wait, for
+                // this grid's x_q). A routed matmul, a whole grid that reads nothing before its
+                // wait, gets the implicit trigger at block exit: dispatched beside this grid's
+                // blocks, the dense T = 128 tall grid (64 blocks) ran 0.80x.
                 wait_for_prerequisite_grid();
-                allow_dependent_launch();
+                if params.flags & QUANTIZE_ONLY != 0 {
+                    allow_dependent_launch();
+                }
                 // The branch is uniform over each block, so the router's barriers hold.
                 match block_idx_x() {
                     block if params.flags & QUANTIZE_ONLY != 0 => quantize(&params, block),
