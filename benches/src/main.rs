@@ -2,7 +2,8 @@
 //!
 //! - On a machine with a CUDA GPU: checks our SGEMM against cuBLAS, then times both over the
 //!   sweep and prints shape, our TFLOP/s, cuBLAS TFLOP/s, ratio, % of the FP32 FMA peak, the
-//!   dispatcher's choice and its regret; writes the same as JSON lines (`--out FILE`).
+//!   dispatcher's choice and its regret; writes the same as JSON lines (`--out FILE`, appended to;
+//!   every subcommand writes each row as it is measured, load its rows at the end).
 //! - Without one (or with `report`): prints each architecture's configs and the ptxas resources
 //!   of every kernel.
 //!
@@ -232,7 +233,7 @@ fn run_sgemm(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &O
             }
         }
     }
-    let mut out = o.out.as_ref().map(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).expect("open --out file"));
+    let mut out = open_out(o);
     println!(
         "\n{:<8} {:<26} {:>9} {:>9} {:>7} {:>7} {:>7} {:>8} {:>8} {:>7}",
         "group", "shape", "ours TF/s", "cuBLAS", "ratio", "%peak", "TB/s", "chosen", "best", "regret"
@@ -317,8 +318,8 @@ fn run_load(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Op
             t.family, t.artifact, t.module_ms, t.launch_ms, t.total_ms(), all.join(",")
         ));
     }
-    if let Some(path) = &o.out {
-        std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+    if let Some(f) = open_out(o).as_mut() {
+        write_rows(f, &lines);
     }
 }
 
@@ -334,7 +335,7 @@ fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o
     let samples = o.reps.unwrap_or(if o.quick { 5 } else { 21 });
     println!("{}: flash attention, median of {samples} samples of back-to-back launches; {artifact}; commit {COMMIT}; {date}", info.name);
     println!("{:<48} {:>10} {:>9} {:>8} {:>7} {:>9} {:>9}", "shape", "ms", "TFLOP/s", "TB/s", "splits", "host ms", "graph ms");
-    let mut lines = Vec::new();
+    let mut out = open_out(o);
     for s in shapes() {
         if !o.shapes.is_empty() && !o.shapes.iter().any(|f| s.label().contains(f.as_str())) {
             continue;
@@ -342,10 +343,9 @@ fn run_attention(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o
         let row = bench_attention(&kernels, &stream, &s, samples);
         let graph = row.graph_ms.map_or("-".to_string(), |g| format!("{g:.4}"));
         println!("{:<48} {:>10.4} {:>9.1} {:>8.2} {:>7} {:>9.4} {:>9}", s.label(), row.ms, row.tflops(), row.tbps(), row.splits, row.host_ms, graph);
-        lines.push(row.to_json(&info, COMMIT, &date, kernels.artifact(cukernels::KernelFamily::Attention)));
-    }
-    if let Some(path) = &o.out {
-        std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+        if let Some(f) = out.as_mut() {
+            write_rows(f, &[row.to_json(&info, COMMIT, &date, kernels.artifact(cukernels::KernelFamily::Attention))]);
+        }
     }
 }
 
@@ -362,17 +362,29 @@ fn run_moe(ctx: &std::sync::Arc<cukernels::cudarc::driver::CudaContext>, o: &Opt
     let samples = o.reps.unwrap_or(if o.quick { 5 } else { 21 });
     println!("{}: MoE mul_mat_id, median of {samples} samples of back-to-back calls; {artifact}; commit {COMMIT}; {date}", info.name);
     println!("{:<48} {:>7} {:>10} {:>9} {:>8} {:>11} {:>9} {:>7}", "shape", "path", "ms", "TFLOP/s", "TB/s", "cuBLAS ms", "TFLOP/s", "x cuBLAS");
-    let mut lines = Vec::new();
+    let mut out = open_out(o);
     for s in shapes(o.quick) {
         if !o.shapes.is_empty() && !o.shapes.iter().any(|f| s.label().contains(f.as_str())) {
             continue;
         }
         let r = bench_moe(&kernels, &blas, &stream, &s, samples);
         println!("{:<48} {:>7} {:>10.4} {:>9.2} {:>8.2} {:>11.4} {:>9.2} {:>7.3}", s.label(), r.path.name(), r.ms, r.tflops(), r.tbps(), r.cublas_ms, r.cublas_tflops(), r.cublas_ms / r.ms);
-        lines.push(r.to_json(&info, COMMIT, &date, kernels.artifact(cukernels::KernelFamily::Moe)));
+        if let Some(f) = out.as_mut() {
+            write_rows(f, &[r.to_json(&info, COMMIT, &date, kernels.artifact(cukernels::KernelFamily::Moe))]);
+        }
     }
-    if let Some(path) = &o.out {
-        std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+}
+
+/// The `--out` file, opened for appending: a second run (another round, another side of an A/B)
+/// adds its rows to those already there instead of replacing them.
+fn open_out(o: &Options) -> Option<std::fs::File> {
+    o.out.as_ref().map(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).unwrap_or_else(|e| panic!("cannot open {p}: {e}")))
+}
+
+/// Appends JSON lines to the `--out` file.
+fn write_rows(f: &mut std::fs::File, lines: &[String]) {
+    for line in lines {
+        writeln!(f, "{line}").unwrap_or_else(|e| panic!("cannot write the --out file: {e}"));
     }
 }
 
