@@ -366,6 +366,50 @@ pub fn opaque<T: Opaque>(x: T) -> T {
     x.opaque()
 }
 
+/// The range of a loop that must stay rolled: one copy of its body (code size, or a body that
+/// alternates two register sets by itself). A constant trip count is hidden by the caller with
+/// [`opaque`] (`rolled(0..opaque(n))`), else any compiler unrolls the loop whole. The nightly
+/// nvptx backend then leaves the loop rolled, and this is the range itself. The rust-cuda
+/// pipeline (LLVM 19's `O3` in `rust-cuda/build.rs`, then libNVVM) still unrolled loops of
+/// unknown trip count at run time: the SGEMM k loops came out 8 times over with a remainder
+/// copy, 18 copies of `compute_stage` in `sgemm_medium_nt` against the nvptx build's 2, and
+/// 768 bytes of spills at its register cap (none with this). So under that backend the
+/// counter itself goes through [`opaque`] at every trip: no trip count is computable, and no
+/// unroller can copy the body.
+#[cfg(not(cukernels_backend = "nvvm"))]
+#[inline(always)]
+pub fn rolled(range: core::ops::Range<u32>) -> core::ops::Range<u32> {
+    range
+}
+
+/// [`rolled`] under rust-cuda's libNVVM backend.
+#[cfg(cukernels_backend = "nvvm")]
+#[inline(always)]
+pub fn rolled(range: core::ops::Range<u32>) -> RolledRange {
+    RolledRange { next: range.start, end: range.end }
+}
+
+/// The range [`rolled`] returns under libNVVM: its counter is [`opaque`] after every step.
+#[cfg(cukernels_backend = "nvvm")]
+pub struct RolledRange {
+    next: u32,
+    end: u32,
+}
+
+#[cfg(cukernels_backend = "nvvm")]
+impl Iterator for RolledRange {
+    type Item = u32;
+    #[inline(always)]
+    fn next(&mut self) -> Option<u32> {
+        if self.next >= self.end {
+            return None;
+        }
+        let i = self.next;
+        self.next = opaque(i + 1);
+        Some(i)
+    }
+}
+
 /// Types [`opaque`] handles.
 pub trait Opaque: Copy {
     fn opaque(self) -> Self;

@@ -119,7 +119,8 @@
 use super::ptx::{
     arrive_wrapping_gpu, block_idx_x, block_idx_y, block_idx_z, cluster_rank, cluster_shared_address, cluster_sync, cp_async_16,
     cp_async_16_inside, cp_async_4, cp_async_4_inside, cp_async_commit, cp_async_wait, dynamic_smem, fence_gpu, fma, grid_dim_x, grid_dim_y,
-    grid_dim_z, load_cluster_shared_f32x4, load_gpu_coherent_f32x4, opaque, shared_address, sync_threads, sync_warp, thread_idx_x, wait_for_prerequisite_grid,
+    grid_dim_z, load_cluster_shared_f32x4, load_gpu_coherent_f32x4, opaque, rolled, shared_address, sync_threads, sync_warp, thread_idx_x,
+    wait_for_prerequisite_grid,
 };
 use super::BUILD_CONFIG;
 use super::gemv::{gemv, gemv_dot};
@@ -408,7 +409,7 @@ pub(super) fn outer_product<const TM: usize, const TN: usize>(a: &[f32; TM], b: 
 /// - **Pipelined** (8×8 thread tiles): the fragments of `kk + 1` are loaded before the FMAs
 ///   of `kk`, so shared-memory latency hides behind 64 independent FMAs. The loop over kk
 ///   stays rolled, two kk per trip so that the two fragment sets alternate without register
-///   moves (its trip count goes through `opaque` so that LLVM does not unroll it): 128 FMAs
+///   moves (a [`rolled`] loop, so that the compiler does not unroll it): 128 FMAs
 ///   per trip against ~7 loop instructions, and a loop body that stays in the instruction
 ///   cache. The last pair is peeled so that no load reaches past the stage.
 /// - **Unrolled** (other tiles): load, then FMAs, fully unrolled; ptxas schedules the loads.
@@ -443,7 +444,7 @@ unsafe fn compute_stage<
     }
     const { assert!(BK % 2 == 0 && BK >= 2) };
     let (mut a_row, mut b_row) = (a_first, b_first);
-    for _ in 0..opaque((BK / 2 - 1) as u32) {
+    for _ in rolled(0..opaque((BK / 2 - 1) as u32)) {
         let (a_odd, b_odd) = fragments::<TM, TN, LM>(a_row.add(BM + PAD), b_row.add(BN + PAD));
         outer_product(&a, &b, acc);
         (a_row, b_row) = (a_row.add(2 * (BM + PAD)), b_row.add(2 * (BN + PAD)));
@@ -667,8 +668,8 @@ unsafe fn store_rows_through_shared<const TM: usize, const TN: usize, const LM: 
         // never owned: it only idles its slots.
         let chunks = width / 32;
         let rows_per_trip = IN_FLIGHT / chunks;
-        // (`opaque`: the loop stays rolled; unrolled, every pass grew the kernel.)
-        for trip in 0..opaque(s_end.div_ceil(rows_per_trip as u32)) {
+        // (`rolled`: unrolled, every pass grew the kernel.)
+        for trip in rolled(0..opaque(s_end.div_ceil(rows_per_trip as u32))) {
             let mut dst = [core::ptr::null_mut::<f32>(); IN_FLIGHT];
             let mut out = [0.0f32; IN_FLIGHT];
             let mut owned = [false; IN_FLIGHT];
@@ -977,9 +978,9 @@ unsafe fn sgemm<
             let a_bytes = (a_stage_floats * 4) as u32;
             // Prologue: k-steps 0..STAGES-1 in flight, one commit group each (empty groups
             // keep the count uniform when k is short).
-            // (`opaque` keeps this loop rolled: one copy of the copy code, not STAGES-1 copies
+            // (`rolled`: one copy of the copy code, not STAGES-1 copies
             // scheduled together.)
-            for s in 0..opaque(STAGES as u32 - 1) {
+            for s in rolled(0..opaque(STAGES as u32 - 1)) {
                 if s < k_iters {
                     let stage = smem_addr + s * stage_bytes;
                     let (a_copy, b_copy) = copies();
@@ -1064,10 +1065,10 @@ unsafe fn sgemm<
             } else {
                 0
             };
-            for kt in 0..fast_iters {
+            for kt in rolled(0..fast_iters) {
                 step(kt, true, &mut acc);
             }
-            for kt in fast_iters..k_iters {
+            for kt in rolled(fast_iters..k_iters) {
                 step(kt, false, &mut acc);
             }
             cp_async_wait(0);
@@ -1080,7 +1081,7 @@ unsafe fn sgemm<
                 b_copy.store::<EB>(smem.add(a_stage_floats), &b_regs);
             }
             sync_threads();
-            for kt in 0..k_iters {
+            for kt in rolled(0..k_iters) {
                 let current = smem.add((kt as usize & 1) * stage_floats);
                 let other = smem.add((!kt as usize & 1) * stage_floats);
                 let has_next = kt + 1 < k_iters;
