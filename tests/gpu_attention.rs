@@ -19,7 +19,7 @@ use cukernels::{
     MaskShape, PagedKv, Strides,
 };
 use cukernels_tests::attention_ref::{attention_reference, AttentionExpected, AttentionInputs};
-use cukernels_tests::{config_handles, rng};
+use cukernels_tests::{config_handles, rng, UntrackedAllocations};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -560,13 +560,10 @@ fn bad_device_cumulative_lengths_are_reported_not_followed() {
             (cu_q, cu_k)
         };
         let (cu_q0, cu_k0) = lengths(&mut rng);
-        let ctx = s.context().clone();
-        // SAFETY: the two buffers made until tracking is on again are used on `s` alone, in
-        // order (inside a capture, a wait on an event recorded before it would be an error).
-        unsafe { ctx.disable_event_tracking() };
+        // SAFETY: the two buffers made while `untracked` lives are used on `s` alone, in order.
+        let untracked = unsafe { UntrackedAllocations::begin(&s) };
         let (mut cu_q_dev, mut cu_k_dev) = (upload(&s, &cu_q0), upload(&s, &cu_k0));
-        // SAFETY: only buffers made from here on are tracked again.
-        unsafe { ctx.enable_event_tracking() };
+        drop(untracked);
         s.synchronize().unwrap();
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
         let tables = DeviceTables { cu_seqlens_q: Some(&cu_q_dev), cu_seqlens_k: Some(&cu_k_dev), ..DeviceTables::default() };
@@ -704,7 +701,6 @@ fn chained_launches_read_what_the_launch_before_wrote() {
     // it, every launch would wait for an event recorded after the one before, and the launches
     // would never overlap (nor test the kernels' own wait).
     let stream = &gpu.stream.context().new_stream().unwrap();
-    let ctx = stream.context().clone();
     let mut rng = rng("chained launches");
     for (name, d) in [("decode 1×3000, GQA 4, 8 splits", Attention::new(1, 1, 3000, 32, 8, 128).splits(8)), ("prefill 2×300, causal", Attention::new(2, 300, 300, 8, 8, 64).causal())] {
         let lengths = d.buffer_lengths().unwrap();
@@ -712,9 +708,8 @@ fn chained_launches_read_what_the_launch_before_wrote() {
         let (q0_host, _) = round::<f16>(&random(&mut rng, lengths.q, 1.0));
         let (k_host, k) = round::<f16>(&random(&mut rng, lengths.k, 1.0));
         let (v_host, v) = round::<f16>(&random(&mut rng, lengths.v, 1.0));
-        // SAFETY (until tracking is on again): the buffers made meanwhile are used on
-        // `stream` alone, in order, so no event is needed to order their uses.
-        unsafe { ctx.disable_event_tracking() };
+        // SAFETY: the buffers made while `untracked` lives are used on `stream` alone, in order.
+        let untracked = unsafe { UntrackedAllocations::begin(stream) };
         let (k_dev, v_dev) = (upload(stream, &k_host), upload(stream, &v_host));
         let poison = vec![f16::from_f32(f32::NAN); lengths.o];
         for h in &gpu.handles {
@@ -742,8 +737,7 @@ fn chained_launches_read_what_the_launch_before_wrote() {
                 assert!(bad.is_empty(), "{who}: step {}: {} wrong of {}:\n{}", i + 1, bad.len(), expected.o.len(), bad.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
             }
         }
-        // SAFETY: only buffers made from here on are tracked again.
-        unsafe { ctx.enable_event_tracking() };
+        drop(untracked);
     }
 }
 
@@ -802,18 +796,16 @@ struct Capturable {
 /// recorded before it is an error. Use the buffers on that stream only.
 fn capturable(gpu: &Gpu, d: &Attention, seed: &str) -> (Arc<CudaStream>, Capturable) {
     let s = gpu.stream.context().new_stream().unwrap();
-    let ctx = s.context().clone();
     let mut rng = rng(seed);
     let n = d.buffer_lengths().unwrap();
-    // SAFETY: the buffers made until tracking is on again are used on `s` alone, in order
-    // (the caller's promise), so no event is needed to order their uses.
-    unsafe { ctx.disable_event_tracking() };
+    // SAFETY: the buffers made while `untracked` lives are used on `s` alone, in order (the
+    // caller's promise).
+    let untracked = unsafe { UntrackedAllocations::begin(&s) };
     let q = upload(&s, &round::<f16>(&random(&mut rng, n.q, 1.0)).0);
     let k = upload(&s, &round::<f16>(&random(&mut rng, n.k, 1.0)).0);
     let v = upload(&s, &round::<f16>(&random(&mut rng, n.v, 1.0)).0);
     let (o, lse) = (upload(&s, &vec![f16::NAN; n.o]), upload(&s, &vec![f32::NAN; n.lse.max(1)]));
-    // SAFETY: only buffers made from here on are tracked again.
-    unsafe { ctx.enable_event_tracking() };
+    drop(untracked);
     s.synchronize().unwrap();
     (s, Capturable { q, k, v, o, lse })
 }
@@ -951,17 +943,13 @@ fn paged_decode_with_device_tables_replays_in_a_cuda_graph() {
         (ids[..batch * pages_per_seq].to_vec(), lens)
     };
     let s = gpu.stream.context().new_stream().unwrap();
-    let ctx = s.context().clone();
-    // SAFETY: the buffers made until tracking is on again are used on `s` alone, in order, so
-    // no event is needed to order their uses (inside a capture, a wait on an event recorded
-    // before it would be an error).
-    unsafe { ctx.disable_event_tracking() };
+    // SAFETY: the buffers made while `untracked` lives are used on `s` alone, in order.
+    let untracked = unsafe { UntrackedAllocations::begin(&s) };
     let (q, k, v) = (upload(&s, &q_host), upload(&s, &k_host), upload(&s, &v_host));
     let (mut o, mut lse) = (upload(&s, &vec![f16::NAN; n.o]), upload(&s, &vec![f32::NAN; n.lse]));
     let (table0, lens0) = step_tables(0, &mut rng);
     let (mut table_dev, mut lens_dev, sinks_dev) = (upload(&s, &table0), upload(&s, &lens0), upload(&s, &sinks));
-    // SAFETY: only buffers made from here on are tracked again.
-    unsafe { ctx.enable_event_tracking() };
+    drop(untracked);
     s.synchronize().unwrap();
     for h in &gpu.handles {
         let who = format!("paged decode {batch}×{seqlen_k} [{}]", h.artifact(KernelFamily::Attention));

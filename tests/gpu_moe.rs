@@ -22,7 +22,7 @@
 use cukernels::cudarc::driver::{CudaSlice, CudaStream};
 use cukernels::quant::{chunks, quantize, quantize_q8_1, Chunk, QK};
 use cukernels::{Arch, Cukernels, Error, GgufFormat, KernelFamily, MoeInput, MoePath, MulMatId};
-use cukernels_tests::{config_handles, rng};
+use cukernels_tests::{config_handles, rng, UntrackedAllocations};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -457,17 +457,14 @@ fn calls_can_be_captured_in_a_cuda_graph() {
     let desc = MulMatId::new(GgufFormat::Q4K, 32, 67, k_of(GgufFormat::Q4K, 5), 3, 4);
     let ids = random_ids(&mut rng, 32, 4, 3);
     let case = make_case(&mut rng, desc, XType::F16, ids);
-    let ctx = s.context().clone();
-    // cudarc's event tracking makes each use of a buffer wait for its last use; inside a
-    // capture, a wait on an event recorded before it is an error. SAFETY: these buffers are
-    // only ever used on `s`, in order.
-    unsafe { ctx.disable_event_tracking() };
+    // Buffers used in a graph are untracked (`UntrackedAllocations` says why).
+    // SAFETY: these buffers are only ever used on `s`, in order.
+    let untracked = unsafe { UntrackedAllocations::begin(s) };
     let inputs = DeviceInputs::new(s, &case);
     let poison = vec![f32::from_bits(POISON); case.expected.len()];
     let mut y = upload(s, &poison);
     let mut workspace = s.alloc_zeros::<u8>(case.desc.workspace_bytes().unwrap()).unwrap();
-    // SAFETY: only buffers made from here on are tracked again; the ones above stay on `s`.
-    unsafe { ctx.enable_event_tracking() };
+    drop(untracked);
     for path in MoePath::ALL {
         let desc = case.desc.clone().force_path(path);
         for h in &gpu.handles {

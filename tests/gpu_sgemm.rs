@@ -14,7 +14,7 @@ use cukernels::{
     SgemmWorkspace, SplitWorkspaceLayout,
     artifacts, device_context, k_slice, ArtifactKind, Cukernels, KernelFamily, SgemmBuffers, Error, Layout, Sgemm, SgemmChoice, SgemmVariant, Transpose, MAX_K_SPLITS,
 };
-use cukernels_tests::{buffer_len, random_vec, rng, Expected};
+use cukernels_tests::{buffer_len, random_vec, rng, Expected, UntrackedAllocations};
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::sync::Arc;
@@ -613,7 +613,6 @@ fn chained_launches_read_what_the_launch_before_wrote() {
     // it, every launch would wait for an event recorded after the one before, and the launches
     // would never overlap (nor test the kernels' own wait).
     let s = &gpu.stream.context().new_stream().unwrap();
-    let ctx = s.context().clone();
     let mut rng = rng("chained");
     let mut failures = Vec::new();
     let forced: Vec<Option<SgemmChoice>> = std::iter::once(None).chain(SgemmVariant::ALL.iter().map(|&v| Some(v.into()))).collect();
@@ -622,9 +621,8 @@ fn chained_launches_read_what_the_launch_before_wrote() {
         // Entries of W of size about 1/√m keep every x_i of the chain of order 1.
         let w: Vec<f32> = random_vec(&mut rng, m * m).iter().map(|v| v / (m as f32).sqrt()).collect();
         let x0 = random_vec(&mut rng, m * n);
-        // SAFETY (until tracking is on again): the buffers made meanwhile are used on `s`
-        // alone, in order, so no event is needed to order their uses.
-        unsafe { ctx.disable_event_tracking() };
+        // SAFETY: the buffers made while `untracked` lives are used on `s` alone, in order.
+        let untracked = unsafe { UntrackedAllocations::begin(s) };
         let w_dev = s.clone_htod(&w).unwrap();
         let poison = vec![f32::NAN; m * n];
         let choices: &[Option<SgemmChoice>] = if m == 531 { &forced } else { &[None] };
@@ -653,8 +651,7 @@ fn chained_launches_read_what_the_launch_before_wrote() {
             }
         }
         s.synchronize().unwrap();
-        // SAFETY: only buffers made from here on are tracked again.
-        unsafe { ctx.enable_event_tracking() };
+        drop(untracked);
     }
     assert_all(failures);
 }
@@ -867,17 +864,13 @@ fn launches_can_be_captured_in_a_cuda_graph() {
     // C += A·B per launch: three replays of two launches give C0 + 6·A·B (of three, C0 + 9·A·B).
     let once = Sgemm::new(100, 70, 50).alpha_beta(1.0, 1.0);
     let x = inputs(&once, &mut rng, (0, 0, 0));
-    // cudarc's event tracking makes each use of a buffer wait for its last use on any stream;
-    // inside a capture, a wait on an event recorded before the capture is an error
-    // (CUDA_ERROR_STREAM_CAPTURE_ISOLATION). Buffers used in a graph are made untracked.
+    // Buffers used in a graph are untracked (`UntrackedAllocations` says why).
     // SAFETY: these three buffers are only ever used on `stream`, in order.
-    unsafe { ctx.disable_event_tracking() };
+    let untracked = unsafe { UntrackedAllocations::begin(&stream) };
     let a = stream.clone_htod(&x.a).unwrap();
     let b = stream.clone_htod(&x.b).unwrap();
     let mut c = stream.clone_htod(&x.c).unwrap();
-    // SAFETY: only buffers created from here on are tracked again; the three above stay on
-    // `stream`.
-    unsafe { ctx.enable_event_tracking() };
+    drop(untracked);
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
     kernels.sgemm(&stream, &once, &a, &b, &mut c).unwrap();
     // On a GPU with clusters, also a k-split launch (cuLaunchKernelEx with a cluster size).

@@ -1265,7 +1265,7 @@ impl Cukernels {
         // stream order). `args` points at the fields of `params`, alive until cuLaunchKernel
         // returns, and matches the entry point's parameters by construction (both come from
         // the one definition of `AttentionParams`).
-        let overlapped: &[LaunchAttribute] = if plan.forward_overlaps_previous { &[LaunchAttribute::ProgrammaticDependent] } else { &[] };
+        let overlapped = LaunchAttribute::programmatic_if(plan.forward_overlaps_previous);
         unsafe {
             launch(forward.cu_function(), plan.grid, plan.block, plan.smem_bytes, stream.cu_stream(), &mut args, overlapped)?;
         }
@@ -1275,7 +1275,7 @@ impl Cukernels {
             // SAFETY: as above; the merge reads the workspace the forward launch wrote, in
             // stream order, and writes O's rows (and LSE) that the plan validated.
             unsafe {
-                launch(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, if plan.merge_overlaps_split { &[LaunchAttribute::ProgrammaticDependent] } else { &[] })?;
+                launch(merge.cu_function(), (rows, 1, 1), MERGE_THREADS, MERGE_SMEM_BYTES, stream.cu_stream(), &mut args, LaunchAttribute::programmatic_if(plan.merge_overlaps_split))?;
             }
         }
         drop((own_launches, cu_q, cu_k, table, slopes, sinks, allocated));

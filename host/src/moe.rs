@@ -591,7 +591,7 @@ impl Cukernels {
             let route_smem = cukernels_gpu::moe_config::MOE_ROUTE_SMEM_BYTES;
             // With PDL (sm_90+ builds) each kernel waits for the grid before it
             // (`griddepcontrol.wait`) before it reads what that grid may have written.
-            let overlap: &[LaunchAttribute] = if plan.overlaps_previous { &[LaunchAttribute::ProgrammaticDependent] } else { &[] };
+            let overlap = LaunchAttribute::programmatic_if(plan.overlaps_previous);
             launch(prepare.cu_function(), (plan.prepare_grid, 1, 1), MOE_PREPARE_THREADS, route_smem, s, &mut args, overlap)?;
             let grid = (plan.matmul_grid.0, plan.matmul_grid.1, 1);
             launch(matmul.cu_function(), grid, plan.matmul_threads, plan.matmul_smem, s, &mut args, overlap)?;

@@ -371,6 +371,18 @@ pub(crate) enum LaunchAttribute {
     ProgrammaticDependent,
 }
 
+impl LaunchAttribute {
+    /// `[ProgrammaticDependent]` where `overlaps` (the plan's choice: sm_90+ and a kernel
+    /// that waits for its prerequisite grid), else no attribute.
+    pub(crate) fn programmatic_if(overlaps: bool) -> &'static [LaunchAttribute] {
+        if overlaps {
+            &[LaunchAttribute::ProgrammaticDependent]
+        } else {
+            &[]
+        }
+    }
+}
+
 /// Launches `f` through `cuLaunchKernelEx` with these launch attributes, or, with none,
 /// through `cuLaunchKernel` (the callers that take an attribute only on some builds, a
 /// programmatic dependent on sm_90 and newer, launch through here either way).

@@ -1192,8 +1192,8 @@ impl Cukernels {
         // cluster, which the kernel's reduction through distributed shared memory needs (the
         // plan only has such splits on an architecture with clusters, whose PTX has it).
         let cluster = (p.grid.1 > 1 && !p.uses_workspace()).then_some(LaunchAttribute::ClusterY(p.grid.1));
-        let overlap = p.overlaps_previous.then_some(LaunchAttribute::ProgrammaticDependent);
-        let attributes: Vec<LaunchAttribute> = cluster.into_iter().chain(overlap).collect();
+        let overlap = LaunchAttribute::programmatic_if(p.overlaps_previous);
+        let attributes: Vec<LaunchAttribute> = cluster.into_iter().chain(overlap.iter().copied()).collect();
         // SAFETY: `plan` proved that every element the canonical problem addresses lies inside
         // the caller's buffers, whose device pointers stay valid for the duration of the launch
         // (cudarc's SyncOnDrop guards order them on `stream`; the raw entry point's caller

@@ -4,7 +4,7 @@
 
 pub mod attention_ref;
 
-use cukernels::cudarc::driver::CudaStream;
+use cukernels::cudarc::driver::{CudaContext, CudaStream};
 use cukernels::{artifacts, device_context, Arch, ArtifactKind, Compiler, Cukernels, KernelFamily};
 use std::sync::Arc;
 
@@ -45,6 +45,35 @@ pub fn config_handles(family: KernelFamily, configs: &[Arch]) -> (Arc<CudaStream
         h.preload_family(family).unwrap();
     }
     (ctx.default_stream(), handles)
+}
+
+/// While alive, the buffers allocated in the stream's context are untracked: cudarc's event
+/// tracking makes each use of a buffer wait for an event of its last use on any stream. Inside
+/// a graph capture, a wait on an event recorded before it is an error
+/// (CUDA_ERROR_STREAM_CAPTURE_ISOLATION); between chained launches the waits would keep the
+/// launches from ever overlapping (nor test the kernels' own wait). Dropping it turns tracking
+/// on again for what is allocated after.
+pub struct UntrackedAllocations {
+    ctx: Arc<CudaContext>,
+}
+
+impl UntrackedAllocations {
+    /// # Safety
+    /// Every buffer allocated in `stream`'s context while the guard lives is used on `stream`
+    /// alone, in order, for all its life (no event is then needed to order its uses).
+    pub unsafe fn begin(stream: &CudaStream) -> Self {
+        let ctx = stream.context().clone();
+        // SAFETY: the caller's promise above.
+        unsafe { ctx.disable_event_tracking() };
+        UntrackedAllocations { ctx }
+    }
+}
+
+impl Drop for UntrackedAllocations {
+    fn drop(&mut self) {
+        // SAFETY: only buffers allocated from here on are tracked again.
+        unsafe { self.ctx.enable_event_tracking() };
+    }
 }
 
 use cukernels::{Layout, Sgemm, Transpose};

@@ -88,11 +88,13 @@
 //! decode step gives the same bits on every run. Sinks are applied by the merge.
 //!
 //! ## Launch overlap (sm_90+)
-//! A decode step is two short launches, and the gap between launches is a tenth of it. Both
-//! are programmatic dependents (PDL) of the launch before them: this kernel lets its
-//! dependent start at once (`griddepcontrol.launch_dependents`) and waits for its own
-//! prerequisite (`griddepcontrol.wait`) before its first read, so the next launch's blocks
-//! are resident, set up and waiting when the previous one ends.
+//! A decode step is two short launches, and the gap between launches is a tenth of it. Every
+//! launch is a programmatic dependent (PDL) of the launch before it: the kernel waits for its
+//! own prerequisite (`griddepcontrol.wait`) before its first read, so its blocks are resident
+//! and set up when the previous grid ends. Only a split forward lets its dependent (the merge)
+//! start early (`griddepcontrol.launch_dependents` at its start): the merge is known to wait
+//! for it and takes few SMs. Any other forward triggers implicitly at block exit, so that an
+//! unknown next kernel is not dispatched onto SMs this one still fills.
 //!
 //! ## Paged K/V
 //! With `PAGED`, key `j` of sequence `b` is slot `j % page_size` of page

@@ -1068,16 +1068,6 @@ macro_rules! tiled_matmul {
     }};
 }
 
-/// The routed matmuls (decode, tiled, tall) read the router's and the quantizer's results
-/// from their first instruction: on sm_90+, where they are programmatic dependents of the
-/// prepare launch, they wait for that grid first. Their own dependent (the next launch, a
-/// whole grid) gets the implicit trigger at block exit, as the direct matmul's does (the
-/// module docs say why).
-#[inline(always)]
-fn wait_for_prepare() {
-    wait_for_prerequisite_grid();
-}
-
 macro_rules! define_moe_entries {
     (matmul: [$(($decode:ident, $tiled:ident, $tall:ident, $direct:ident, $format:ident, $block:ident)),*], prepare: $prepare:ident) => {
         $(
@@ -1089,7 +1079,9 @@ macro_rules! define_moe_entries {
                 $decode,
                 |params| {
                     const T: crate::moe_config::MoeTile = moe_config(BUILD_CONFIG).tile(MoePath::Decode, GgufFormat::$format);
-                    wait_for_prepare();
+                    // The router's and the quantizer's results are read from the first instruction on: wait for
+                    // the prepare grid (sm_90+; the implicit trigger at block exit serves the next launch).
+                    wait_for_prerequisite_grid();
                     mul_mat_id::<$block, { T.rows as usize }, { T.warps as usize }, { T.features_per_warp as usize }>(&params)
                 }
             );
@@ -1100,7 +1092,7 @@ macro_rules! define_moe_entries {
                 /// As the decode entry point.
                 $tiled,
                 |params| {
-                    wait_for_prepare();
+                    wait_for_prerequisite_grid();
                     tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::Tiled, GgufFormat::$format), &params)
                 }
             );
@@ -1111,7 +1103,7 @@ macro_rules! define_moe_entries {
                 /// As the decode entry point.
                 $tall,
                 |params| {
-                    wait_for_prepare();
+                    wait_for_prerequisite_grid();
                     tiled_matmul!($block, moe_config(BUILD_CONFIG).tile(MoePath::TiledTall, GgufFormat::$format), &params)
                 }
             );
