@@ -14,9 +14,9 @@ before-k-depth` the one before the `tiny` rule counted the k-step's padding (202
 new rule to try goes beside them. The port is checked against the recorded choice on every
 row, with the rule the file was recorded with (`--recorded-with`, default current; da89e30's
 runs were recorded before-k-depth, 39569bb's before-turned, stop 46's sweep of the turned
-tiles before-turned-tiny-use). Usage:
+tiles before-turned-tiny-use, stops 47-52's before-huge-min-k). Usage:
 
-    python3 scripts/sgemm-regret.py [--rule recorded|current|before-turned-tiny-use|before-turned|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
+    python3 scripts/sgemm-regret.py [--rule recorded|current|before-huge-min-k|before-turned-tiny-use|before-turned|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
 
 Stdlib only. The port must follow the Rust code: change both together.
 """
@@ -55,6 +55,7 @@ TILED = ["huge", "large", "medium", "small", "skinny"]
 TURNABLE = ["skinny"]
 SPEED = {"huge": (1.08, 1.5), "large": (0.95, 1.9), "medium": (0.96, 2.1), "small": (0.9, 1.9), "skinny": (0.86, 3.5)}
 SHORT_K_TILES = ["small", "medium"]
+HUGE_MIN_K = 128
 
 
 def cdiv(a, b):
@@ -171,10 +172,12 @@ def model_cost(c, m, n, k, batch):
     return waves * work / (peak * warps / (warps + half))
 
 
-def cost_model_choice(m, n, k, batch, turned=True):
+def cost_model_choice(m, n, k, batch, turned=True, huge_min_k=HUGE_MIN_K):
     best = (math.inf, None)
     for c in candidates(m, n, k, batch, turned):
         if k <= TINY_SHORT_K and c[0] not in SHORT_K_TILES:
+            continue
+        if c[0] == "huge" and k < huge_min_k:
             continue
         cost = model_cost(c, m, n, k, batch)
         if cost < best[0]:
@@ -190,30 +193,32 @@ def choose_before_k_depth(m, n, k, batch):
     use = best_tile_use(m, n, turned=False)
     if min(m, n) >= 1 and (use <= TINY_MAX_TILE_USE or (k <= TINY_SHORT_K and use <= TINY_SHORT_K_MAX_TILE_USE)):
         return "tiny"
-    return cost_model_choice(m, n, k, batch, turned=False)
+    return cost_model_choice(m, n, k, batch, turned=False, huge_min_k=0)
 
 
 def best_tile_use_in_k(m, n, k, turned=True):
     return max(tile_uses(m, n, k, turned))
 
 
-def choose(m, n, k, batch, turned_candidates, turned_use):
+def choose(m, n, k, batch, turned_candidates, turned_use, huge_min_k=HUGE_MIN_K):
     """`choose_kernel`: `gemv`'s rule, then `tiny`'s (tile use counted in k too, the padding
     of the tiles' last k-step), then the cost model. `turned_candidates`: the cost model
-    weighs `skinny` turned around where n < m; `turned_use`: the `tiny` rule counts its use."""
+    weighs `skinny` turned around where n < m; `turned_use`: the `tiny` rule counts its use;
+    `huge_min_k`: the shortest k at which it weighs `huge` (0: always)."""
     small = max(batch, 1) * m * n <= GEMV_TINY_OUTPUTS
     if min(m, n) <= GEMV_DISPATCH_MAX and (k >= GEMV_MIN_K or small):
         return "gemv"
     padded = best_tile_use_in_k(m, n, k, turned_use) <= TINY_MAX_TILE_USE
     if min(m, n) >= 1 and (padded or (k <= TINY_SHORT_K and best_tile_use(m, n, turned_use) <= TINY_SHORT_K_MAX_TILE_USE)):
         return "tiny"
-    return cost_model_choice(m, n, k, batch, turned_candidates)
+    return cost_model_choice(m, n, k, batch, turned_candidates, huge_min_k)
 
 
 RULES = {
     "current": lambda m, n, k, b: choose(m, n, k, b, True, True),
-    "before-turned-tiny-use": lambda m, n, k, b: choose(m, n, k, b, True, False),
-    "before-turned": lambda m, n, k, b: choose(m, n, k, b, False, False),
+    "before-huge-min-k": lambda m, n, k, b: choose(m, n, k, b, True, True, 0),
+    "before-turned-tiny-use": lambda m, n, k, b: choose(m, n, k, b, True, False, 0),
+    "before-turned": lambda m, n, k, b: choose(m, n, k, b, False, False, 0),
     "before-k-depth": choose_before_k_depth,
 }
 

