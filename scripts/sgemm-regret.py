@@ -14,9 +14,9 @@ before-k-depth` the one before the `tiny` rule counted the k-step's padding (202
 new rule to try goes beside them. The port is checked against the recorded choice on every
 row, with the rule the file was recorded with (`--recorded-with`, default current; da89e30's
 runs were recorded before-k-depth, 39569bb's before-turned, stop 46's sweep of the turned
-tiles before-turned-tiny-use, stops 47-52's before-huge-min-k). Usage:
+tiles before-turned-tiny-use, stops 47-51's before-huge-min-k). Usage:
 
-    python3 scripts/sgemm-regret.py [--rule recorded|current|before-huge-min-k|before-turned-tiny-use|before-turned|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
+    python3 scripts/sgemm-regret.py [--rule recorded|current|before-gemv-column-use|before-huge-min-k|before-turned-tiny-use|before-turned|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
 
 Stdlib only. The port must follow the Rust code: change both together.
 """
@@ -28,6 +28,8 @@ SMS = 132
 GEMV_DISPATCH_MAX = 4
 GEMV_MIN_K = 128
 GEMV_TINY_OUTPUTS = 16_384
+GEMV_COLUMNS = 32
+GEMV_MIN_COLUMN_USE = 0.55
 TINY_SHORT_K = 16
 TINY_SHORT_K_MAX_TILE_USE = 0.8
 TINY_MAX_TILE_USE = 0.25
@@ -200,31 +202,54 @@ def best_tile_use_in_k(m, n, k, turned=True):
     return max(tile_uses(m, n, k, turned))
 
 
-def choose(m, n, k, batch, turned_candidates, turned_use, huge_min_k=HUGE_MIN_K):
+def gemv_column_use(m, n, ops):
+    """The fraction of its columns that `gemv` uses: its column body (the streamed operand not
+    k-contiguous) runs `GEMV_COLUMNS` of them per block; the dot body is counted as full."""
+    left_kc, right_kc = ops
+    if (left_kc if n < m else right_kc):
+        return 1.0
+    cols = max(m, n)
+    return cols / (cdiv(cols, GEMV_COLUMNS) * GEMV_COLUMNS)
+
+
+def choose(m, n, k, batch, ops, turned_candidates, turned_use, huge_min_k=HUGE_MIN_K, gemv_min_use=GEMV_MIN_COLUMN_USE, tiny_yields_to_splits=True):
     """`choose_kernel`: `gemv`'s rule, then `tiny`'s (tile use counted in k too, the padding
-    of the tiles' last k-step), then the cost model. `turned_candidates`: the cost model
-    weighs `skinny` turned around where n < m; `turned_use`: the `tiny` rule counts its use;
-    `huge_min_k`: the shortest k at which it weighs `huge` (0: always)."""
+    of the tiles' last k-step), then the cost model. `ops`: (left, right) k-contiguous, of the
+    canonical problem; `turned_candidates`: the cost model weighs `skinny` turned around where
+    n < m; `turned_use`: the `tiny` rule counts its use; `huge_min_k`: the shortest k at which
+    it weighs `huge` (0: always); `gemv_min_use`: the least column use for `gemv` (0: any);
+    `tiny_yields_to_splits`: `tiny`'s rule gives way where the cost model splits k."""
     small = max(batch, 1) * m * n <= GEMV_TINY_OUTPUTS
-    if min(m, n) <= GEMV_DISPATCH_MAX and (k >= GEMV_MIN_K or small):
+    if min(m, n) <= GEMV_DISPATCH_MAX and (k >= GEMV_MIN_K or small) and gemv_column_use(m, n, ops) >= gemv_min_use:
         return "gemv"
+    model = cost_model_choice(m, n, k, batch, turned_candidates, huge_min_k)
     padded = best_tile_use_in_k(m, n, k, turned_use) <= TINY_MAX_TILE_USE
     if min(m, n) >= 1 and (padded or (k <= TINY_SHORT_K and best_tile_use(m, n, turned_use) <= TINY_SHORT_K_MAX_TILE_USE)):
-        return "tiny"
-    return cost_model_choice(m, n, k, batch, turned_candidates, huge_min_k)
+        splits = "/k" in model or "/w" in model
+        return model if tiny_yields_to_splits and splits else "tiny"
+    return model
 
 
 RULES = {
-    "current": lambda m, n, k, b: choose(m, n, k, b, True, True),
-    "before-huge-min-k": lambda m, n, k, b: choose(m, n, k, b, True, True, 0),
-    "before-turned-tiny-use": lambda m, n, k, b: choose(m, n, k, b, True, False, 0),
-    "before-turned": lambda m, n, k, b: choose(m, n, k, b, False, False, 0),
-    "before-k-depth": choose_before_k_depth,
+    "current": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True),
+    "before-tiny-yields": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, tiny_yields_to_splits=False),
+    "before-gemv-column-use": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, gemv_min_use=0, tiny_yields_to_splits=False),
+    "before-huge-min-k": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, 0, 0, False),
+    "before-turned-tiny-use": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, False, 0, 0, False),
+    "before-turned": lambda m, n, k, b, ops: choose(m, n, k, b, ops, False, False, 0, 0, False),
+    "before-k-depth": lambda m, n, k, b, ops: choose_before_k_depth(m, n, k, b),
 }
 
 
 def canonical(r):
     return (r["n"], r["m"]) if r["layout"] == "col" else (r["m"], r["n"])
+
+
+def canonical_operands(r):
+    """Whether the canonical problem's left (m × k) and right (k × n) operands are
+    k-contiguous (`Sgemm::canonical_operands`)."""
+    ta, tb = r["trans_a"], r["trans_b"]
+    return ((not ta, tb) if r["layout"] != "col" else (not tb, ta))
 
 
 def features(r):
@@ -265,11 +290,12 @@ def report(path, rule, recorded_with, all_groups, show_misses):
     ratios, misses, changed = [], [], []
     for r in rows:
         m, n = canonical(r)
-        cur = RULES[recorded_with](m, n, r["k"], r["batch"])
+        ops = canonical_operands(r)
+        cur = RULES[recorded_with](m, n, r["k"], r["batch"], ops)
         if cur != r["variant"]:
             mismatches += 1
             print(f"  port mismatch: {label(r)} recorded {r['variant']}, port {cur}")
-        choice = r["variant"] if rule == "recorded" else RULES[rule](m, n, r["k"], r["batch"])
+        choice = r["variant"] if rule == "recorded" else RULES[rule](m, n, r["k"], r["batch"], ops)
         best = min(r["variant_ms"].values())
         t = chosen_ms(r, choice)
         ratios.append(t / best)

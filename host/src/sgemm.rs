@@ -427,12 +427,44 @@ impl Sgemm {
     /// that splits k through a workspace.
     pub fn split_workspace_bytes(&self, row: &SgemmArchConfig, sm_count: u32, choice: Option<SgemmChoice>) -> usize {
         let (cm, cn, k) = self.canonical_shape();
-        let c = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, self.batch, row, sm_count, usize::MAX));
+        let c = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, self.batch, self.canonical_operands(), row, sm_count, usize::MAX));
         if !c.uses_workspace() || !SgemmVariant::TILED.contains(&c.variant) {
             return 0;
         }
         let (cm, cn) = if c.turned { (cn, cm) } else { (cm, cn) };
         workspace_bytes_needed(&row.tile(c.variant), cm, cn, self.batch, c.k_splits)
+    }
+
+    /// The strides (row, column) of the canonical problem's left (m × k) and right (k × n)
+    /// operands: element (r, c) at `r·rs + c·cs`, one of the two 1. Row-major C: op(A) and
+    /// op(B); column-major C: Cᵀ = op(B)ᵀ op(A)ᵀ (transposing an operand swaps its strides).
+    fn canonical_strides(&self) -> [(usize, usize); 2] {
+        let op_strides = |trans: Transpose, ld: usize| -> (usize, usize) {
+            let stored = match self.layout {
+                Layout::RowMajor => (ld, 1),
+                Layout::ColMajor => (1, ld),
+            };
+            match trans {
+                Transpose::No => stored,
+                Transpose::Yes => (stored.1, stored.0),
+            }
+        };
+        let (opa, opb) = (op_strides(self.trans_a, self.lda), op_strides(self.trans_b, self.ldb));
+        match self.layout {
+            Layout::RowMajor => [opa, opb],
+            Layout::ColMajor => [(opb.1, opb.0), (opa.1, opa.0)],
+        }
+    }
+
+    /// Which of the canonical problem's operands are k-contiguous (see
+    /// [`canonical_strides`](Self::canonical_strides)): the left one (m × k) where its
+    /// column stride is 1, the right one (k × n) where its row stride is 1, each only where
+    /// its other stride is not 1 as well (a leading dimension of 1), as [`Sgemm::plan`] tests
+    /// the operand that `gemv` streams. The dispatcher takes it ([`choose_kernel`]): it
+    /// decides `gemv`'s body.
+    pub fn canonical_operands(&self) -> SgemmOperands {
+        let [left, right] = self.canonical_strides();
+        SgemmOperands::new(left.1 == 1 && left.0 != 1, right.0 == 1 && right.1 != 1)
     }
 
     /// The canonical problem's (m, n, k), which the kernels run: C row-major (a column-major C
@@ -506,32 +538,23 @@ impl Sgemm {
 
         // Canonical form: row-major C (cm × cn). Each operand's element (row, col) sits at
         // row·rs + col·cs; one of the two strides is 1.
-        let op_strides = |trans: Transpose, ld: usize| -> (usize, usize) {
-            let stored = match g.layout {
-                Layout::RowMajor => (ld, 1),
-                Layout::ColMajor => (1, ld),
-            };
-            match trans {
-                Transpose::No => stored,
-                Transpose::Yes => (stored.1, stored.0),
-            }
-        };
-        let (opa, opb) = (op_strides(g.trans_a, g.lda), op_strides(g.trans_b, g.ldb));
         struct Operand {
             addr: u64,
             strides: (usize, usize),
             batch_stride: usize,
         }
-        let a_op = Operand { addr: buffers.a_addr, strides: opa, batch_stride: g.stride_a };
-        let b_op = Operand { addr: buffers.b_addr, strides: opb, batch_stride: g.stride_b };
         let (cm, cn, k) = g.canonical_shape();
-        let (left, right) = match g.layout {
-            Layout::RowMajor => (a_op, b_op),
-            // Cᵀ = op(B)ᵀ op(A)ᵀ: transposing an operand swaps its strides.
-            Layout::ColMajor => (Operand { strides: (opb.1, opb.0), ..b_op }, Operand { strides: (opa.1, opa.0), ..a_op }),
+        let [left_strides, right_strides] = g.canonical_strides();
+        // (address, batch stride) of A and B; column-major C takes B on the left.
+        let (a, b) = ((buffers.a_addr, g.stride_a), (buffers.b_addr, g.stride_b));
+        let ((left_addr, left_batch), (right_addr, right_batch)) = match g.layout {
+            Layout::RowMajor => (a, b),
+            Layout::ColMajor => (b, a),
         };
+        let left = Operand { addr: left_addr, strides: left_strides, batch_stride: left_batch };
+        let right = Operand { addr: right_addr, strides: right_strides, batch_stride: right_batch };
         let workspace = SplitWorkspaceLayout::of(buffers.workspace_bytes);
-        let chosen = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, g.batch, row, sm_count, buffers.workspace_bytes));
+        let chosen = choice.unwrap_or_else(|| choose_kernel(cm, cn, k, g.batch, g.canonical_operands(), row, sm_count, buffers.workspace_bytes));
         let SgemmChoice { variant, k_splits, reduction, turned } = chosen;
         if turned && !variant.can_turn() {
             return Err(Error::invalid("choice", chosen, format!("{} does not run turned around (only skinny does)", variant.name())));
@@ -764,6 +787,19 @@ pub struct SgemmPlan {
 /// than the tiles' redundant rows.
 pub const GEMV_DISPATCH_MAX: usize = 4;
 
+/// The least fraction of its columns that `gemv`'s column body must use for the dispatcher to
+/// pick it. That body (the streamed operand not k-contiguous) gives each block
+/// [`GEMV_COLUMNS`] (32) columns of the long side, a lane each, and each lane streams its
+/// column's whole k: a long side of 5 to 17 leaves 47-84% of the lanes idle, while `tiny`
+/// spreads each output's k over a team of lanes. The dot body (k-contiguous) has no such
+/// waste. H200, randomized sweeps of both seeds (2026-12-06, every candidate timed,
+/// `scripts/sgemm-regret.py`): of the column-body shapes below this use, `tiny` was 1.44-2.13x
+/// faster on six (3125 × (1 × 13 × 861), 736 × (2 × 8 × 673), 313 × (2 × 5 × 8025)) and 0.77-0.87x
+/// on three of 3-4 µs; from 63 columns (98%) on `gemv` stayed the best or within 10%, but
+/// for 67 (70%: 2 × (2 × 67 × 5865), 6 blocks in all, where a split tile was 1.9x faster).
+/// The same shapes on the H100 (stop 46) moved alike. In-sample: fitted to those two seeds.
+pub const GEMV_MIN_COLUMN_USE: f64 = 0.55;
+
 /// The shortest dot product for which the dispatcher still picks `gemv` on a problem that is
 /// not tiny (see [`GEMV_TINY_OUTPUTS`]). `gemv` gives each output a warp (or a lane group) that
 /// streams its k; below ~128 most of those lanes idle, and the work is writing C, which the
@@ -995,12 +1031,14 @@ fn tile_candidates(variants: &[SgemmVariant], m: usize, n: usize, k: usize, batc
 /// A. `gemv` computes up to `GEMV_MAX_M` (8) rows in one pass, but from 5 rows on the tiles
 /// were as fast or faster (see [`GEMV_DISPATCH_MAX`]); from 9 `gemv` would take two passes.
 /// A short k is the exception: from [`GEMV_TINY_OUTPUTS`] outputs on, a product with
-/// `k < GEMV_MIN_K` goes to the rules below like any other.
+/// `k < GEMV_MIN_K` goes to the rules below like any other; and so is a long side too short
+/// for `gemv`'s column body, which it runs where the operand it streams is not k-contiguous
+/// (`operands`, the canonical problem's: [`Sgemm::canonical_operands`]; [`GEMV_MIN_COLUMN_USE`]).
 /// Next, `tiny` takes problems that the small tiles would mostly pad ([`TINY_MAX_TILE_USE`],
 /// `best_tile_use_in_k`: batches of tiny matrices, matrices with a handful of rows or columns
 /// and a k too short for `gemv`, a k of a few products) and, with a short k ([`TINY_SHORT_K`]),
 /// those they would not fill well on rows and columns ([`TINY_SHORT_K_MAX_TILE_USE`],
-/// [`best_tile_use`]).
+/// [`best_tile_use`]), unless the cost model below splits k (a grid too small for the GPU).
 /// Otherwise every
 /// candidate ([`kernel_candidates`]; at a short k only [`SHORT_K_TILES`], below [`HUGE_MIN_K`] not `huge`) gets an estimated time from a wave model of its grid:
 /// each SM holds `resident` blocks at once (the variant's `blocks_per_sm`, or fewer when the
@@ -1015,15 +1053,41 @@ fn tile_candidates(variants: &[SgemmVariant], m: usize, n: usize, k: usize, batc
 /// than rows: `skinny` with its 16 rows along n) is costed on the turned problem. The lowest
 /// estimate wins; ties go to the bigger tile, the fewer splits and the problem as given. `cukernels-bench`
 /// reports, per shape, how far this choice is from the fastest candidate (dispatch regret).
-pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32, workspace_bytes: usize) -> SgemmChoice {
+#[allow(clippy::too_many_arguments)]
+pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, operands: SgemmOperands, row: &SgemmArchConfig, sm_count: u32, workspace_bytes: usize) -> SgemmChoice {
     let tiny = batch.max(1).saturating_mul(m).saturating_mul(n) <= GEMV_TINY_OUTPUTS;
-    if m.min(n) <= GEMV_DISPATCH_MAX && (k >= GEMV_MIN_K || tiny) {
+    if m.min(n) <= GEMV_DISPATCH_MAX && (k >= GEMV_MIN_K || tiny) && gemv_column_use(m, n, operands) >= GEMV_MIN_COLUMN_USE {
         return SgemmVariant::Gemv.into();
     }
+    let tiles = cheapest_tile(m, n, k, batch, row, sm_count, workspace_bytes);
     let padded = best_tile_use_in_k(m, n, k, row) <= TINY_MAX_TILE_USE;
     if m.min(n) >= 1 && (padded || (k <= TINY_SHORT_K && best_tile_use(m, n, row) <= TINY_SHORT_K_MAX_TILE_USE)) {
-        return SgemmVariant::Tiny.into();
+        // `tiny` splits each output's k over a team of lanes, never over blocks: where the
+        // tiles' grid is too small for the GPU and the cost model splits k, the split wins.
+        // H200, both seeds of 2026-12-06 (in-sample): 2 × (12 × 6 × 14278) 2.94x and
+        // 6 × (14 × 17 × 2613) 1.44x faster split; 5 × (5 × 86 × 333), 5 µs, 0.74x.
+        return if tiles.k_splits > 1 { tiles } else { SgemmVariant::Tiny.into() };
     }
+    tiles
+}
+
+/// The fraction of its lanes' columns that `gemv` uses on a canonical `m × n` problem with
+/// `operands` ([`GEMV_MIN_COLUMN_USE`]): 1 for its dot body, which it runs where the operand
+/// it streams (the right one, or the left one where it runs turned around, `n < m`) is
+/// k-contiguous; else the long side over whole blocks of [`GEMV_COLUMNS`].
+fn gemv_column_use(m: usize, n: usize, operands: SgemmOperands) -> f64 {
+    let streams_k_contiguous = if n < m { operands.a_k_contiguous() } else { operands.b_k_contiguous() };
+    if streams_k_contiguous {
+        return 1.0;
+    }
+    let columns = m.max(n);
+    let per_block = GEMV_COLUMNS as usize;
+    columns as f64 / (columns.div_ceil(per_block) * per_block) as f64
+}
+
+/// The cost model of [`choose_kernel`]: the candidate tile (and k split) with the lowest
+/// estimated time.
+fn cheapest_tile(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConfig, sm_count: u32, workspace_bytes: usize) -> SgemmChoice {
     let sms = sm_count.max(1) as f64;
     let mut best = (f64::INFINITY, SgemmChoice::from(SgemmVariant::Large));
     let weighed = kernel_candidates(m, n, k, batch, row, sm_count, workspace_bytes)
