@@ -410,6 +410,25 @@ impl Iterator for RolledRange {
     }
 }
 
+/// The next value of the counter of a `while` loop that must stay rolled (the same need as
+/// [`rolled`], for a loop whose counter is a `usize` index that other code also uses):
+/// `i + 1`, so that the nvptx build's code is exactly that of a plain `i += 1`. Under rust-cuda's
+/// libNVVM backend, `opaque(i + 1)`: no trip count is computable and no unroller can copy the
+/// body (the attention forward's Q·Kᵀ loop with Q from shared memory came out of that pipeline
+/// with 120 `mma` where the nvptx build has 88, and spilled at its register cap).
+#[cfg(not(cukernels_backend = "nvvm"))]
+#[inline(always)]
+pub fn rolled_step(i: usize) -> usize {
+    i + 1
+}
+
+/// [`rolled_step`] under rust-cuda's libNVVM backend.
+#[cfg(cukernels_backend = "nvvm")]
+#[inline(always)]
+pub fn rolled_step(i: usize) -> usize {
+    opaque((i + 1) as u64) as usize
+}
+
 /// Types [`opaque`] handles.
 pub trait Opaque: Copy {
     fn opaque(self) -> Self;

@@ -113,7 +113,7 @@ mod merge;
 
 use super::ptx::{
     allow_dependent_launch, ballot, block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dynamic_smem, exp2, f16_to_f32,
-    fence_proxy_async_shared, fma, ldmatrix_x4, ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, no_unroll, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2,
+    fence_proxy_async_shared, fma, ldmatrix_x4, ldmatrix_x4_trans, log2, mma_m16n8k16_bf16, no_unroll, mma_m16n8k16_f16, mma_m16n8k8_f16, opaque, pack_bf16x2, rolled_step,
     pack_f16x2, rcp, shared_address, shfl_idx, shfl_xor_f32, sync_threads, thread_idx_x, wgmma_commit, wgmma_descriptor_sw128, wgmma_fence, wgmma_hold,
     wgmma_rs, wgmma_ss, wgmma_wait, wait_for_prerequisite_grid,
 };
@@ -881,8 +881,9 @@ unsafe fn forward<
                 wgmma_hold(&mut s[0]);
             }
             // Q from registers: the loop is unrolled (static indices into `q_frags`). Q from shared
-            // memory: a rolled loop (its trip count hidden from LLVM), so ptxas cannot hoist the
-            // fragment reads of every k-step ahead of the first multiply and run out of registers.
+            // memory: a rolled loop (its trip count hidden from LLVM, and under libNVVM its
+            // counter too: `rolled_step`), so ptxas cannot hoist the fragment reads of every
+            // k-step ahead of the first multiply and run out of registers.
             let k_steps = if core { 0 } else if Q_IN_REGISTERS { K_STEPS } else { opaque(K_STEPS as u32) as usize };
             let mut ks = 0;
             while ks < k_steps {
@@ -897,7 +898,7 @@ unsafe fn forward<
                         s[mt][2 * np + 1] = mma::<PATH, BF16>(a[mt], [bf[2], bf[3]], s[mt][2 * np + 1]);
                     }
                 }
-                ks += 1;
+                ks = if Q_IN_REGISTERS { ks + 1 } else { rolled_step(ks) };
             }
 
             // ---- Scores: scale, softcap, mask, ALiBi, visibility (log2 units) ----
