@@ -873,8 +873,9 @@ pub const SHORT_K_TILES: [SgemmVariant; 2] = [SgemmVariant::Small, SgemmVariant:
 /// `large` or `small` was 1.08-2.39x faster on each (7 × (3217 × 9581 × 32) 2.39x, 18 × (3039 ×
 /// 2955 × 37) 1.84x, 3854 × 9102 × 82 1.58x). Where `huge` was the fastest tile, k was 128 or
 /// more. A larger block overhead for `huge` instead would also have moved the sweep's
-/// 256 × 256³ and 64 × 512³, where `huge` is 9-11% faster than `large`. Fitted on one seed;
-/// its check on another is in benches/results/NOTES.md ("huge at a short k").
+/// 256 × 256³ and 64 × 512³, where `huge` is 9-11% faster than `large`. Fitted on one seed
+/// (the H100's sweep of the same seed, stop 46, moved alike); the shapes of other seeds it
+/// changes are listed for a device run in benches/results/2026-12-07-h200-attention-ab-third-seed.
 pub const HUGE_MIN_K: usize = 128;
 
 /// The fraction of a block tile's elements that lie inside an `m × n` C, for the tile kernels
@@ -1059,16 +1060,16 @@ pub fn choose_kernel(m: usize, n: usize, k: usize, batch: usize, operands: Sgemm
     if m.min(n) <= GEMV_DISPATCH_MAX && (k >= GEMV_MIN_K || tiny) && gemv_column_use(m, n, operands) >= GEMV_MIN_COLUMN_USE {
         return SgemmVariant::Gemv.into();
     }
-    let tiles = cheapest_tile(m, n, k, batch, row, sm_count, workspace_bytes);
     let padded = best_tile_use_in_k(m, n, k, row) <= TINY_MAX_TILE_USE;
     if m.min(n) >= 1 && (padded || (k <= TINY_SHORT_K && best_tile_use(m, n, row) <= TINY_SHORT_K_MAX_TILE_USE)) {
         // `tiny` splits each output's k over a team of lanes, never over blocks: where the
         // tiles' grid is too small for the GPU and the cost model splits k, the split wins.
         // H200, both seeds of 2026-12-06 (in-sample): 2 × (12 × 6 × 14278) 2.94x and
         // 6 × (14 × 17 × 2613) 1.44x faster split; 5 × (5 × 86 × 333), 5 µs, 0.74x.
+        let tiles = cheapest_tile(m, n, k, batch, row, sm_count, workspace_bytes);
         return if tiles.k_splits > 1 { tiles } else { SgemmVariant::Tiny.into() };
     }
-    tiles
+    cheapest_tile(m, n, k, batch, row, sm_count, workspace_bytes)
 }
 
 /// The fraction of its lanes' columns that `gemv` uses on a canonical `m × n` problem with
