@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
-# Stop 52, one device call (stop 51's call 4, which got no GPU, plus more sweep seeds), cut to
-# the 400 s of device time left after refused starts. In order:
+# Stop 53, the first device call (stop 52's staged call, which got no GPU, with full timeouts,
+# plus the whole gpu_sgemm of main). In order:
 # 1. gpu_attention's five tests whose code changed in stop 51 (UntrackedAllocations; every
 #    architecture's config);
-# 2. with main's sm_90 bench (every candidate timed): the randomized SGEMM sweep of a third
-#    seed (3, all 160 shapes: seed3-labels.txt), and of seeds 4-10 the 95 shapes where this
-#    stop's dispatcher rules (HUGE_MIN_K, GEMV_MIN_COLUMN_USE, tiny yielding to a k split)
-#    change the choice (seeds4-10-changed-labels.txt), so that the rules, fitted to the two
-#    seeds of 2026-12-06, can be replayed out of sample (`scripts/sgemm-regret.py --rule
-#    current --recorded-with before-huge-min-k`). The shapes come from the sweep's generator
+# 2. with main's bench (every candidate timed): the randomized SGEMM sweep of a third seed (3,
+#    all 160 shapes: seed3-labels.txt), and of seeds 4-10 the 95 shapes where stop 52's
+#    dispatcher rules (HUGE_MIN_K, GEMV_MIN_COLUMN_USE, tiny yielding to a k split) change the
+#    choice (seeds4-10-changed-labels.txt), so that the rules, fitted to the two seeds of
+#    2026-12-06, can be replayed out of sample (`scripts/sgemm-regret.py --rule
+#    before-huge-min-k --recorded-with current`). The shapes come from the sweep's generator
 #    ported to Python (checked against both recorded seeds); no timing of them was known;
 # 3. an A/B of launch overlap on the two attention rows that ran slower on 12-06 (main's sm_90
 #    bench built once more with EXPERIMENT_NO_PDL turning the programmatic-dependent attribute
-#    off; same kernels), one round;
-# 4. the rest of gpu_attention in the time left (the kernels are fd2fc50's, whose whole suite
-#    passed in stop 50).
-# Staging: gpu_attention from `cargo test --release -p cukernels-tests --test gpu_attention --no-run`;
-# nopdl/cukernels-bench from fd2fc50 with nopdl.patch, `CUKERNELS_ARCHS=sm_90 cargo build --release
-# -p cukernels-bench`.
-S=device-stage-a   # gpu_attention, nopdl/cukernels-bench
-B=device-stage-b/base   # main's sm_90 bench (fd2fc50's kernels and dispatcher)
+#    off; same kernels), two rounds;
+# 4. gpu_sgemm (main's host code: the dispatcher of stop 52) in the time left.
+# Staging (stop 53): gpu_attention and gpu_sgemm from `scripts/stage-device.sh` at main, in
+# device-stage-c; device-stage-a/nopdl/cukernels-bench from main with
+# ../2026-12-06-h200-pdl-full-bench/nopdl.patch, `CUKERNELS_ARCHS=sm_90 cargo build --release
+# -p cukernels-bench` (without EXPERIMENT_NO_PDL it is main's bench: it runs the sweeps too).
+S=device-stage-c   # main: gpu_attention, gpu_sgemm
+B=device-stage-a/nopdl   # main's sm_90 bench (+ EXPERIMENT_NO_PDL)
+A=device-stage-a
 echo "commit $(cat $S/COMMIT)" > $OUT/summary.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader >> $OUT/summary.txt
 start=$(date +%s)
@@ -31,14 +32,13 @@ for seed in 3 4 5 6 7 8 9 10; do
   shapes=()
   if [ $seed = 3 ]; then while read -r l; do shapes+=(--shape "$l"); done < $D/seed3-labels.txt
   else while read -r s l; do [ "$s" = $seed ] && shapes+=(--shape "$l"); done < $D/seeds4-10-changed-labels.txt; fi
-  t=$(date +%s); CUKERNELS_SWEEP_SEED=$seed timeout $(( seed == 3 ? 60 : 8 )) $B/cukernels-bench sgemm --reps 15 "${shapes[@]}" --out $OUT/sgemm-seed$seed.jsonl > $OUT/sgemm-seed$seed.log 2>&1
+  t=$(date +%s); CUKERNELS_SWEEP_SEED=$seed timeout $(( seed == 3 ? 150 : 30 )) $B/cukernels-bench sgemm --reps 15 "${shapes[@]}" --out $OUT/sgemm-seed$seed.jsonl > $OUT/sgemm-seed$seed.log 2>&1
   echo "sgemm seed $seed ($(( ${#shapes[@]} / 2 )) shapes): exit $? in $(( $(date +%s) - t )) s: $(grep -E 'random:' $OUT/sgemm-seed$seed.log)" | tee -a $OUT/summary.txt
 done
-skips=(); for c in "${changed[@]}"; do skips+=(--skip "$c"); done
 att=(--shape "decode b16 q1 k131072" --shape "decode b16 q1 k32768 h32/8 d128 f16" --shape "decode b16 q1 k8192 h32/8 d128 f16" --shape "decode b1 q1 k131072 h32/8 d128 f16" --shape "prefill b4 q4096 k4096 h16/16 d128 f16" --shape "prefill b4 q4096 k4096 h16/16 d128 causal f16" --shape "prefill b4 q4096 k4096 h8/8 d256 f16")
-for round in 1; do for side in pdl nopdl; do
+for round in 1 2; do for side in pdl nopdl; do
   if [ $side = nopdl ]; then export EXPERIMENT_NO_PDL=1; else unset EXPERIMENT_NO_PDL; fi
-  timeout 35 $S/nopdl/cukernels-bench attention --config sm_90 --reps 11 "${att[@]}" --out $OUT/att-$side.jsonl > /dev/null 2>&1 || echo "att $side $round failed"
+  timeout 45 $A/nopdl/cukernels-bench attention --config sm_90 --reps 11 "${att[@]}" --out $OUT/att-$side.jsonl > /dev/null 2>&1 || echo "att $side $round failed"
 done; done
 unset EXPERIMENT_NO_PDL
 python3 - <<'PY' | tee $OUT/pdl-ab.txt
@@ -53,8 +53,9 @@ for k,v in d.items():
     print(f"{k:52s} on {f('pdl',0)} | {f('pdl',1)}   off {f('nopdl',0)} | {f('nopdl',1)}")
 PY
 echo "A/B done at $(( $(date +%s) - start )) s" | tee -a $OUT/summary.txt
-t=$(date +%s); timeout $(( 270 - (t - start) )) $S/gpu_attention --ignored --test-threads=1 "${skips[@]}" > $OUT/gpu_attention-rest.log 2>&1; rc=$?
-echo "gpu_attention (the rest): exit $rc in $(( $(date +%s) - t )) s: $(grep -E '^test result' $OUT/gpu_attention-rest.log)" | tee -a $OUT/summary.txt
+t=$(date +%s); timeout $(( 570 - (t - start) )) $S/gpu_sgemm --ignored --test-threads=1 > $OUT/gpu_sgemm.log 2>&1; rc=$?
+echo "gpu_sgemm: exit $rc in $(( $(date +%s) - t )) s: $(grep -E '^test result' $OUT/gpu_sgemm.log)" | tee -a $OUT/summary.txt
+grep -hE "panicked|FAILED|wrong of" -A3 $OUT/gpu_sgemm.log | head -20
 grep -hE "^test " $OUT/gpu_attention-*.log | tee -a $OUT/summary.txt
 grep -hE "panicked|FAILED|wrong of" -A3 $OUT/gpu_attention-*.log | head -20
 cd $OUT && tar czf logs.tgz --remove-files *.log att-*.jsonl
