@@ -5,7 +5,7 @@
 
 use cukernels::sgemm::MAX_DIM;
 use cukernels::{
-    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_MIN_COLUMN_USE, GEMV_MIN_K, HUGE_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
+    choose_kernel, sgemm_config, Arch, Error, Layout, Sgemm, SgemmBuffers, SgemmChoice, SgemmPlan, SgemmVariant, Transpose, GEMV_COLUMNS, GEMV_MIN_COLUMN_USE, GEMV_MIN_K, HUGE_MIN_K, TINY_MAX_TILE_USE, TINY_SHORT_K, best_tile_use,
     SgemmOperands, TinyConfig, TINY_GRID_WAVES, TINY_K_PER_LANE, TINY_SHORT_K_MAX_TILE_USE,
     k_slice, tile_origin_inside, MAX_K_SPLITS, SGEMM_CONFIGS, SMALL_TILE_MAX_ELEMENTS, SMEM_ROW_PAD, default_split_workspace_bytes, kernel_candidates,
     sgemm_flags, SplitWorkspaceLayout, MAX_WORKSPACE_K_SPLITS,
@@ -276,7 +276,9 @@ fn dispatcher_follows_its_rule() {
     assert_eq!(choose_with(SgemmOperands::Nt, 1, 13, 861, 3125), "gemv");
     assert_eq!(choose(13, 1, 861, 3125), "gemv");
     assert_eq!(choose_with(SgemmOperands::Tn, 13, 1, 861, 3125), "tiny");
-    assert!(32.0 * GEMV_MIN_COLUMN_USE > 17.0 && 32.0 * GEMV_MIN_COLUMN_USE < 18.0);
+    // 17 of a block's columns used fall below the rule, 18 meet it.
+    let columns = GEMV_COLUMNS as f64;
+    assert!(columns * GEMV_MIN_COLUMN_USE > 17.0 && columns * GEMV_MIN_COLUMN_USE < 18.0);
     assert_eq!(choose(1, 17, 861, 3125), "tiny");
     assert_eq!(choose(1, 18, 861, 3125), "gemv");
     // Past `gemv`'s rule, a short k goes to `tiny` (writing C is the work) unless the tiles
