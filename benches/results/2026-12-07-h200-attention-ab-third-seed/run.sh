@@ -28,14 +28,14 @@ changed=(bad_device_cumulative_lengths_are_reported_not_followed chained_launche
 t=$(date +%s); timeout 90 $S/gpu_attention --ignored --test-threads=1 "${changed[@]}" > $OUT/gpu_attention-changed.log 2>&1; rc=$?
 echo "gpu_attention (the five changed tests): exit $rc in $(( $(date +%s) - t )) s: $(grep -E '^test result' $OUT/gpu_attention-changed.log)" | tee -a $OUT/summary.txt
 D=benches/results/2026-12-07-h200-attention-ab-third-seed
-for seed in 3 4 5 6 7 8 9 10; do
+for seed in ${SEEDS:-3 4 5 6 7 8 9 10}; do
   shapes=()
   if [ $seed = 3 ]; then while read -r l; do shapes+=(--shape "$l"); done < $D/seed3-labels.txt
   else while read -r s l; do [ "$s" = $seed ] && shapes+=(--shape "$l"); done < $D/seeds4-10-changed-labels.txt; fi
   t=$(date +%s); CUKERNELS_SWEEP_SEED=$seed timeout $(( seed == 3 ? 150 : 20 )) $B/cukernels-bench sgemm --reps 15 "${shapes[@]}" --out $OUT/sgemm-seed$seed.jsonl > $OUT/sgemm-seed$seed.log 2>&1
   echo "sgemm seed $seed ($(( ${#shapes[@]} / 2 )) shapes): exit $? in $(( $(date +%s) - t )) s: $(grep -E 'random:' $OUT/sgemm-seed$seed.log)" | tee -a $OUT/summary.txt
 done
-# PART=sweeps stops here (steps 1 and 2 only: a short device budget).
+# PART=sweeps stops here (steps 1 and 2 only: a short device budget; SEEDS="4 5" picks seeds).
 if [ "${PART:-all}" = all ]; then
 att=(--shape "decode b16 q1 k131072" --shape "decode b16 q1 k32768 h32/8 d128 f16" --shape "decode b16 q1 k8192 h32/8 d128 f16" --shape "decode b1 q1 k131072 h32/8 d128 f16" --shape "prefill b4 q4096 k4096 h16/16 d128 f16" --shape "prefill b4 q4096 k4096 h16/16 d128 causal f16" --shape "prefill b4 q4096 k4096 h8/8 d256 f16")
 for round in 1 2; do for side in pdl nopdl; do
