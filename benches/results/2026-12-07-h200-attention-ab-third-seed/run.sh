@@ -20,7 +20,6 @@
 # -p cukernels-bench` (without EXPERIMENT_NO_PDL it is main's bench: it runs the sweeps too).
 S=device-stage-c   # main: gpu_attention, gpu_sgemm
 B=device-stage-a/nopdl   # main's sm_90 bench (+ EXPERIMENT_NO_PDL)
-A=device-stage-a
 echo "commit $(cat $S/COMMIT)" > $OUT/summary.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader >> $OUT/summary.txt
 start=$(date +%s)
@@ -40,7 +39,7 @@ if [ "${PART:-all}" = all ]; then
 att=(--shape "decode b16 q1 k131072" --shape "decode b16 q1 k32768 h32/8 d128 f16" --shape "decode b16 q1 k8192 h32/8 d128 f16" --shape "decode b1 q1 k131072 h32/8 d128 f16" --shape "prefill b4 q4096 k4096 h16/16 d128 f16" --shape "prefill b4 q4096 k4096 h16/16 d128 causal f16" --shape "prefill b4 q4096 k4096 h8/8 d256 f16")
 for round in 1 2; do for side in pdl nopdl; do
   if [ $side = nopdl ]; then export EXPERIMENT_NO_PDL=1; else unset EXPERIMENT_NO_PDL; fi
-  timeout 45 $A/nopdl/cukernels-bench attention --config sm_90 --reps 11 "${att[@]}" --out $OUT/att-$side.jsonl > /dev/null 2>&1 || echo "att $side $round failed"
+  timeout 45 $B/cukernels-bench attention --config sm_90 --reps 11 "${att[@]}" --out $OUT/att-$side.jsonl > /dev/null 2>&1 || echo "att $side $round failed"
 done; done
 unset EXPERIMENT_NO_PDL
 python3 - <<'PY' | tee $OUT/pdl-ab.txt
