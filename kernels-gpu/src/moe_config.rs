@@ -324,7 +324,17 @@ const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm
 /// features of one slot, reading the slot's q8_1 row from global memory (L1 and L2: every
 /// block of the slot, and at `x_rows = 1` of the token, reads the same row). Four blocks per SM
 /// as the launch bound (128 registers); with no shared memory, more fit where the kernel
-/// needs fewer (sm_90, ptxas 12.9: q4_0 80 registers, six blocks).
+/// needs fewer (sm_90, ptxas 12.9: 64-128 registers, q4_0 72 and seven blocks, q5_K 128 and
+/// four). Two ways to put more warps on the small grids were measured slower on the H100
+/// (`benches/results/2026-12-07-h100-moe-direct-ab`): the loads each lane keeps in flight
+/// seem to matter more to this kernel than the number of warps:
+/// - a tighter bound, which ptxas meets without spills (6 blocks: every direct kernel at
+///   80 registers or fewer; 8: 64), lost at T = 8: 0.93-1.01x at 6, 0.76-0.97x at 8 (the
+///   T = 1 rows, 5-8 µs, varied more between rounds than between the builds);
+/// - the block's warps splitting K where the grid is small (the dense decode's 256 blocks
+///   become 1024, a shared-memory sum per warp) lost at T = 1: 0.80x on the dense 4096 × 4096
+///   q4_0 row (each lane one chunk), 0.52-0.63x where K = 2048 left half of each warp's lanes
+///   without a chunk; its extra registers cost the unsplit T = 8 rows 0.89-0.98x.
 const DIRECT: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 4 };
 /// The direct path re-reads and re-decodes an expert's weights for each slot routed to it (the
 /// routed paths once per tile of rows; the re-reads mostly hit L2), and skips the router and
