@@ -332,9 +332,10 @@ const DECODE: MoeDecodeShape = MoeDecodeShape { rows: 8, warps: 4, blocks_per_sm
 ///   80 registers or fewer; 8: 64), lost at T = 8: 0.93-1.01x at 6, 0.76-0.97x at 8 (the
 ///   T = 1 rows, 5-8 µs, varied more between rounds than between the builds);
 /// - the block's warps splitting K where the grid is small (the dense decode's 256 blocks
-///   become 1024, a shared-memory sum per warp) lost at T = 1: 0.80x on the dense 4096 × 4096
-///   q4_0 row (each lane one chunk), 0.52-0.63x where K = 2048 left half of each warp's lanes
-///   without a chunk; its extra registers cost the unsplit T = 8 rows 0.89-0.98x.
+///   become 1024, a shared-memory sum per warp) lost at T = 1: 0.74-0.80x on the dense
+///   4096 × 4096 rows (each lane one chunk), 0.52-0.81x where K = 2048 left half of each
+///   warp's lanes without a chunk (q8_0 0.69-0.71x, 512-expert q4_0 0.81x); its extra
+///   registers cost the unsplit T = 8 rows 0.89-0.98x.
 const DIRECT: MoeDecodeShape = MoeDecodeShape { rows: 1, warps: 4, blocks_per_sm: 4 };
 /// The direct path re-reads and re-decodes an expert's weights for each slot routed to it (the
 /// routed paths once per tile of rows; the re-reads mostly hit L2), and skips the router and
