@@ -14,9 +14,10 @@ before-k-depth` the one before the `tiny` rule counted the k-step's padding (202
 new rule to try goes beside them. The port is checked against the recorded choice on every
 row, with the rule the file was recorded with (`--recorded-with`, default current; da89e30's
 runs were recorded before-k-depth, 39569bb's before-turned, stop 46's sweep of the turned
-tiles before-turned-tiny-use, stops 47-51's before-huge-min-k). Usage:
+tiles before-turned-tiny-use, stops 47-51's before-huge-min-k, stops 52-55's
+before-medium-overhead). Usage:
 
-    python3 scripts/sgemm-regret.py [--rule recorded|current|before-gemv-column-use|before-huge-min-k|before-turned-tiny-use|before-turned|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
+    python3 scripts/sgemm-regret.py [--rule recorded|current|before-medium-overhead|before-gemv-column-use|before-huge-min-k|before-turned-tiny-use|before-turned|before-k-depth] [--recorded-with RULE] [--all-groups] FILE...
 
 Stdlib only. The port must follow the Rust code: change both together.
 """
@@ -34,6 +35,7 @@ TINY_SHORT_K = 16
 TINY_SHORT_K_MAX_TILE_USE = 0.8
 TINY_MAX_TILE_USE = 0.25
 BLOCK_OVERHEAD_K_STEPS = 3.6
+MEDIUM_BLOCK_OVERHEAD_K_STEPS = 4.2
 SPLIT_OVERHEAD_K_STEPS = 2.1
 SPLIT_OVERHEAD_PER_BLOCK_K_STEPS = 0.86
 WORKSPACE_SPLIT_OVERHEAD_K_STEPS = 4.0
@@ -56,7 +58,7 @@ TILES = {
 TILED = ["huge", "large", "medium", "small", "skinny"]
 TURNABLE = ["skinny"]
 SPEED = {"huge": (1.08, 1.5), "large": (0.95, 1.9), "medium": (0.96, 2.1), "small": (0.9, 1.9), "skinny": (0.86, 3.5)}
-SHORT_K_TILES = ["small", "medium"]
+SHORT_K_TILES = ["small", "medium", "large"]
 HUGE_MIN_K = 128
 
 
@@ -156,7 +158,7 @@ def name(c):
     return v if s == 1 else f"{v}/{r[0]}{s}"
 
 
-def model_cost(c, m, n, k, batch):
+def model_cost(c, m, n, k, batch, medium_overhead=MEDIUM_BLOCK_OVERHEAD_K_STEPS):
     v, s, r = c
     if r.endswith("t"):
         m, n, r = n, m, r[0]
@@ -165,7 +167,7 @@ def model_cost(c, m, n, k, batch):
     resident = max(min(bps, math.ceil(blocks / SMS)), 1)
     waves = math.ceil(blocks / (SMS * resident))
     k_steps = math.ceil(cdiv(k, bk) / s)
-    overhead = BLOCK_OVERHEAD_K_STEPS
+    overhead = medium_overhead if v == "medium" else BLOCK_OVERHEAD_K_STEPS
     if s > 1:
         overhead += SPLIT_OVERHEAD_K_STEPS + SPLIT_OVERHEAD_PER_BLOCK_K_STEPS * s if r == "k" else WORKSPACE_SPLIT_OVERHEAD_K_STEPS + WORKSPACE_SPLIT_READ_K_STEPS / bk * s
     work = resident * bm * bn * bk * (k_steps + overhead)
@@ -174,14 +176,14 @@ def model_cost(c, m, n, k, batch):
     return waves * work / (peak * warps / (warps + half))
 
 
-def cost_model_choice(m, n, k, batch, turned=True, huge_min_k=HUGE_MIN_K):
+def cost_model_choice(m, n, k, batch, turned=True, huge_min_k=HUGE_MIN_K, medium_overhead=MEDIUM_BLOCK_OVERHEAD_K_STEPS, short_k_tiles=SHORT_K_TILES):
     best = (math.inf, None)
     for c in candidates(m, n, k, batch, turned):
-        if k <= TINY_SHORT_K and c[0] not in SHORT_K_TILES:
+        if k <= TINY_SHORT_K and c[0] not in short_k_tiles:
             continue
         if c[0] == "huge" and k < huge_min_k:
             continue
-        cost = model_cost(c, m, n, k, batch)
+        cost = model_cost(c, m, n, k, batch, medium_overhead)
         if cost < best[0]:
             best = (cost, c)
     return name(best[1])
@@ -195,7 +197,7 @@ def choose_before_k_depth(m, n, k, batch):
     use = best_tile_use(m, n, turned=False)
     if min(m, n) >= 1 and (use <= TINY_MAX_TILE_USE or (k <= TINY_SHORT_K and use <= TINY_SHORT_K_MAX_TILE_USE)):
         return "tiny"
-    return cost_model_choice(m, n, k, batch, turned=False, huge_min_k=0)
+    return cost_model_choice(m, n, k, batch, turned=False, huge_min_k=0, medium_overhead=BLOCK_OVERHEAD_K_STEPS, short_k_tiles=["small", "medium"])
 
 
 def best_tile_use_in_k(m, n, k, turned=True):
@@ -212,17 +214,19 @@ def gemv_column_use(m, n, ops):
     return cols / (cdiv(cols, GEMV_COLUMNS) * GEMV_COLUMNS)
 
 
-def choose(m, n, k, batch, ops, turned_candidates, turned_use, huge_min_k=HUGE_MIN_K, gemv_min_use=GEMV_MIN_COLUMN_USE, tiny_yields_to_splits=True):
+def choose(m, n, k, batch, ops, turned_candidates, turned_use, huge_min_k=HUGE_MIN_K, gemv_min_use=GEMV_MIN_COLUMN_USE, tiny_yields_to_splits=True, medium_overhead=MEDIUM_BLOCK_OVERHEAD_K_STEPS, short_k_tiles=SHORT_K_TILES):
     """`choose_kernel`: `gemv`'s rule, then `tiny`'s (tile use counted in k too, the padding
     of the tiles' last k-step), then the cost model. `ops`: (left, right) k-contiguous, of the
     canonical problem; `turned_candidates`: the cost model weighs `skinny` turned around where
     n < m; `turned_use`: the `tiny` rule counts its use; `huge_min_k`: the shortest k at which
     it weighs `huge` (0: always); `gemv_min_use`: the least column use for `gemv` (0: any);
-    `tiny_yields_to_splits`: `tiny`'s rule gives way where the cost model splits k."""
+    `tiny_yields_to_splits`: `tiny`'s rule gives way where the cost model splits k;
+    `medium_overhead`: `medium`'s fixed cost per block; `short_k_tiles`: the tiles weighed at
+    k <= TINY_SHORT_K."""
     small = max(batch, 1) * m * n <= GEMV_TINY_OUTPUTS
     if min(m, n) <= GEMV_DISPATCH_MAX and (k >= GEMV_MIN_K or small) and gemv_column_use(m, n, ops) >= gemv_min_use:
         return "gemv"
-    model = cost_model_choice(m, n, k, batch, turned_candidates, huge_min_k)
+    model = cost_model_choice(m, n, k, batch, turned_candidates, huge_min_k, medium_overhead, short_k_tiles)
     padded = best_tile_use_in_k(m, n, k, turned_use) <= TINY_MAX_TILE_USE
     if min(m, n) >= 1 and (padded or (k <= TINY_SHORT_K and best_tile_use(m, n, turned_use) <= TINY_SHORT_K_MAX_TILE_USE)):
         splits = "/k" in model or "/w" in model
@@ -230,13 +234,17 @@ def choose(m, n, k, batch, ops, turned_candidates, turned_use, huge_min_k=HUGE_M
     return model
 
 
+# The rules before stop 56's: `medium` with the common block overhead, `large` not weighed at
+# a short k.
+OLD = dict(medium_overhead=BLOCK_OVERHEAD_K_STEPS, short_k_tiles=["small", "medium"])
 RULES = {
     "current": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True),
-    "before-tiny-yields": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, tiny_yields_to_splits=False),
-    "before-gemv-column-use": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, gemv_min_use=0, tiny_yields_to_splits=False),
-    "before-huge-min-k": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, 0, 0, False),
-    "before-turned-tiny-use": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, False, 0, 0, False),
-    "before-turned": lambda m, n, k, b, ops: choose(m, n, k, b, ops, False, False, 0, 0, False),
+    "before-medium-overhead": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, **OLD),
+    "before-tiny-yields": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, tiny_yields_to_splits=False, **OLD),
+    "before-gemv-column-use": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, gemv_min_use=0, tiny_yields_to_splits=False, **OLD),
+    "before-huge-min-k": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, 0, 0, False, **OLD),
+    "before-turned-tiny-use": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, False, 0, 0, False, **OLD),
+    "before-turned": lambda m, n, k, b, ops: choose(m, n, k, b, ops, False, False, 0, 0, False, **OLD),
     "before-k-depth": lambda m, n, k, b, ops: choose_before_k_depth(m, n, k, b),
 }
 

@@ -855,15 +855,18 @@ pub const TINY_MAX_TILE_USE: f64 = 0.25;
 
 /// The block tiles the cost model weighs at a short k (`k ≤ TINY_SHORT_K`, where `tiny` did not
 /// take the problem): one k-step leaves a block little but writing its C tile, which the
-/// tiles made for small problems do with more blocks per SM than `large` and `huge`, and in
-/// wider runs than `skinny`'s 16 rows. The cost model counts a block's fixed cost in k-steps of its own tile,
-/// which at one k-step undercounts the big tiles'. Same sweep (fitted, so in-sample): of its
+/// tiles made for small problems do with more blocks per SM than `huge`, and in wider runs than
+/// `skinny`'s 16 rows. The cost model counts a block's fixed cost in k-steps of its own tile,
+/// which at one k-step undercounts `huge`'s. First fitted on the H200 sweep of 2026-12-03 (in-sample): of its
 /// 13 shapes with k ≤ 16 that reached the cost model, `small` or `medium` was the fastest tile
 /// in 11 (the other two: `skinny` 6% and `large` 2% faster), and the model had chosen `huge`
 /// for four of them, 1.34-1.44x slower than `small` (12 × (1929 × 7585 × 2): 0.98 ms against
-/// 0.68). Checked out of sample on another seed (benches/results/NOTES.md, "Short k"). Measured
-/// on the H200 only; it applies to every architecture's row.
-pub const SHORT_K_TILES: [SgemmVariant; 2] = [SgemmVariant::Small, SgemmVariant::Medium];
+/// 0.68). `large` joined in stop 56 with `medium`'s own block overhead
+/// ([`block_overhead_k_steps`]): on large grids at k of 6-16 it ran 1.12-1.23x faster than
+/// `medium` (H200, 2026-12-06: 137 × (195 × 6758 × 10), 115 × (13906 × 93 × 16); H100, stop 54:
+/// 220 × (1132 × 851 × 6), 9 × (6361 × 2834 × 8)). Measured on the H200 and the H100; it
+/// applies to every architecture's row.
+pub const SHORT_K_TILES: [SgemmVariant; 3] = [SgemmVariant::Small, SgemmVariant::Medium, SgemmVariant::Large];
 
 /// The shortest k for which the cost model weighs `huge`. Its 128 × 256 C tile, one block per
 /// SM, costs a long epilogue and a deep pipeline fill that the model's fixed
@@ -939,6 +942,26 @@ fn tile_speed(v: SgemmVariant, tile: &SgemmTile) -> TileSpeed {
 /// Fixed cost of a block beyond its k loop, in k-steps' worth of its own work: filling the
 /// pipeline, the epilogue (fitted with [`tile_speed`]).
 const BLOCK_OVERHEAD_K_STEPS: f64 = 3.6;
+/// `medium`'s fixed cost per block, in k-steps of its own 64 × 64 tile: more than the others'.
+/// On grids of many waves at a short k (1-7 k-steps), where a block is mostly its fixed costs,
+/// `large` ran 1.10-1.23x faster than `medium` while the model, with [`BLOCK_OVERHEAD_K_STEPS`]
+/// for both, had them within 1-3% and chose `medium`: solving the measured ratios for
+/// `medium`'s overhead gives 4.0-4.4 at k-steps 1, 2 and 5. Replayed offline
+/// (`scripts/sgemm-regret.py`, every candidate timed) with `large` among [`SHORT_K_TILES`]:
+/// the H200's two seeds of 2026-12-06 (fitted): regret ≤ 10% on 77.8% → 80.0% of 320 shapes, 26
+/// choices changed, 1.053x over them; the H100's seeds 3-10 of stop 54 (not used in the fit):
+/// 67.7% → 71.4% of 220 shapes, 21 changed, 1.054x over them. The changes that lost (0.91-0.97x)
+/// were `small` taking `medium`'s place on shapes of 5-17 µs.
+const MEDIUM_BLOCK_OVERHEAD_K_STEPS: f64 = 4.2;
+
+/// A variant's fixed cost per block in the cost model ([`BLOCK_OVERHEAD_K_STEPS`],
+/// [`MEDIUM_BLOCK_OVERHEAD_K_STEPS`]).
+fn block_overhead_k_steps(v: SgemmVariant) -> f64 {
+    match v {
+        SgemmVariant::Medium => MEDIUM_BLOCK_OVERHEAD_K_STEPS,
+        _ => BLOCK_OVERHEAD_K_STEPS,
+    }
+}
 /// Extra cost of a k-split block, in k-steps' worth of its work: the cluster barriers, storing
 /// its partial tile, plus per block of the cluster reading its share of that block's partial
 /// tile through distributed shared memory (fitted with [`tile_speed`]).
@@ -1103,7 +1126,7 @@ fn cheapest_tile(m: usize, n: usize, k: usize, batch: usize, row: &SgemmArchConf
         let resident = (t.blocks_per_sm as f64).min((blocks / sms).ceil()).max(1.0);
         let waves = (blocks / (sms * resident)).ceil();
         let k_steps = (k.div_ceil(t.bk as usize) as f64 / splits).ceil();
-        let overhead = BLOCK_OVERHEAD_K_STEPS
+        let overhead = block_overhead_k_steps(c.variant)
             + match (c.k_splits, c.reduction) {
                 (1, _) => 0.0,
                 (_, SplitReduction::Cluster) => SPLIT_OVERHEAD_K_STEPS + SPLIT_OVERHEAD_PER_BLOCK_K_STEPS * splits,
