@@ -946,12 +946,13 @@ const BLOCK_OVERHEAD_K_STEPS: f64 = 3.6;
 /// On grids of many waves at a short k (1-7 k-steps), where a block is mostly its fixed costs,
 /// `large` ran 1.10-1.23x faster than `medium` while the model, with [`BLOCK_OVERHEAD_K_STEPS`]
 /// for both, had them within 1-3% and chose `medium`: solving the measured ratios for
-/// `medium`'s overhead gives 4.0-4.4 at k-steps 1, 2 and 5. Replayed offline
-/// (`scripts/sgemm-regret.py`, every candidate timed) with `large` among [`SHORT_K_TILES`]:
-/// the H200's two seeds of 2026-12-06 (fitted): regret ≤ 10% on 77.8% → 80.0% of 320 shapes, 26
-/// choices changed, 1.053x over them; the H100's seeds 3-10 of stop 54 (not used in the fit):
-/// 67.7% → 71.4% of 220 shapes, 21 changed, 1.054x over them. The changes that lost (0.91-0.97x)
-/// were `small` taking `medium`'s place on shapes of 5-17 µs.
+/// `medium`'s overhead gives 4.0-4.4 at k-steps 1, 2 and 5 (recorded sweeps, every candidate
+/// timed: the H200's two seeds of 2026-12-06 and the H100's seed 3 of stop 54; replayed with
+/// `scripts/sgemm-regret.py`, in-sample, regret ≤ 10% went 77.8% → 80.0% and 67.7% → 71.4%).
+/// Out of sample, on an H100 (stop 56, `benches/results/2026-12-07-sgemm-medium-overhead`): the
+/// 449 shapes of seeds 11-38 whose choice this and `large` among [`SHORT_K_TILES`] change ran
+/// 1.045-1.049x faster, regret ≤ 10% on 54-55% of them before and 82-85% after (`large` for
+/// `medium` 1.11x; `small` for `medium` 1.03x, but 0.81x on its worst shape).
 const MEDIUM_BLOCK_OVERHEAD_K_STEPS: f64 = 4.2;
 
 /// A variant's fixed cost per block in the cost model ([`BLOCK_OVERHEAD_K_STEPS`],
