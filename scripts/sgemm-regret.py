@@ -60,6 +60,9 @@ TURNABLE = ["skinny"]
 SPEED = {"huge": (1.08, 1.5), "large": (0.95, 1.9), "medium": (0.96, 2.1), "small": (0.9, 1.9), "skinny": (0.86, 3.5)}
 SHORT_K_TILES = ["small", "medium", "large"]
 HUGE_MIN_K = 128
+# The cost model before stop 56 (every rule before `current`): `medium` with the common block
+# overhead, `large` not weighed at a short k.
+OLD = dict(medium_overhead=BLOCK_OVERHEAD_K_STEPS, short_k_tiles=["small", "medium"])
 
 
 def cdiv(a, b):
@@ -197,7 +200,7 @@ def choose_before_k_depth(m, n, k, batch):
     use = best_tile_use(m, n, turned=False)
     if min(m, n) >= 1 and (use <= TINY_MAX_TILE_USE or (k <= TINY_SHORT_K and use <= TINY_SHORT_K_MAX_TILE_USE)):
         return "tiny"
-    return cost_model_choice(m, n, k, batch, turned=False, huge_min_k=0, medium_overhead=BLOCK_OVERHEAD_K_STEPS, short_k_tiles=["small", "medium"])
+    return cost_model_choice(m, n, k, batch, turned=False, huge_min_k=0, **OLD)
 
 
 def best_tile_use_in_k(m, n, k, turned=True):
@@ -234,9 +237,6 @@ def choose(m, n, k, batch, ops, turned_candidates, turned_use, huge_min_k=HUGE_M
     return model
 
 
-# The rules before stop 56's: `medium` with the common block overhead, `large` not weighed at
-# a short k.
-OLD = dict(medium_overhead=BLOCK_OVERHEAD_K_STEPS, short_k_tiles=["small", "medium"])
 RULES = {
     "current": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True),
     "before-medium-overhead": lambda m, n, k, b, ops: choose(m, n, k, b, ops, True, True, **OLD),

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes seed3-labels.txt and seeds4-10-changed-labels.txt: the randomized SGEMM sweep's shapes
 (`random_sweep` in benches/src/sgemm_bench.rs, ported: splitmix64, log-uniform draws, the work
-cap) of seed 3, and of seeds 4-10 those whose choice differs between the dispatcher rules
-`current` and `before-huge-min-k` of scripts/sgemm-regret.py. Checks the port against the two
+cap) of seed 3, and of seeds 4-10 those whose choice differs between stop 52's dispatcher rules
+(`before-medium-overhead` of scripts/sgemm-regret.py since stop 56) and `before-huge-min-k`.
+Checks the port against the two
 recorded seeds of 2026-12-06 first. Run from the repository root."""
 import importlib.util
 import json
@@ -54,16 +55,21 @@ def label(s):
     return dims + ("@col" if s["layout"] == "col" else "")
 
 
-def changed(s):
+def changed(s, rule, before):
+    """Whether dispatcher rules `rule` and `before` (scripts/sgemm-regret.py) choose differently."""
     m, n = regret.canonical(s)
     ops = regret.canonical_operands(s)
-    return regret.RULES["current"](m, n, s["k"], s["batch"], ops) != regret.RULES["before-huge-min-k"](m, n, s["k"], s["batch"], ops)
+    return regret.RULES[rule](m, n, s["k"], s["batch"], ops) != regret.RULES[before](m, n, s["k"], s["batch"], ops)
 
 
-for seed, path in [(0x5EED0F5EED, "sgemm.jsonl"), (12648430, "sgemm-seed12648430.jsonl")]:
-    recorded = [json.loads(l)["shape"] for l in open("benches/results/2026-12-06-h200-pdl-full-bench/" + path) if '"random"' in l]
-    assert recorded == [label(s) for s in sweep(seed)], f"the port does not reproduce seed {seed}"
-with open(HERE + "seed3-labels.txt", "w") as f:
-    f.writelines(label(s) + "\n" for s in sweep(3))
-with open(HERE + "seeds4-10-changed-labels.txt", "w") as f:
-    f.writelines(f"{seed} {label(s)}\n" for seed in range(4, 11) for s in sweep(seed) if changed(s))
+# Importable (stop 56's make-labels.py takes sweep() and label() from here); run as a script, it
+# writes the two files. Stop 52's rules are `before-medium-overhead` since stop 56 changed
+# `current`.
+if __name__ == "__main__":
+    for seed, path in [(0x5EED0F5EED, "sgemm.jsonl"), (12648430, "sgemm-seed12648430.jsonl")]:
+        recorded = [json.loads(l)["shape"] for l in open("benches/results/2026-12-06-h200-pdl-full-bench/" + path) if '"random"' in l]
+        assert recorded == [label(s) for s in sweep(seed)], f"the port does not reproduce seed {seed}"
+    with open(HERE + "seed3-labels.txt", "w") as f:
+        f.writelines(label(s) + "\n" for s in sweep(3))
+    with open(HERE + "seeds4-10-changed-labels.txt", "w") as f:
+        f.writelines(f"{seed} {label(s)}\n" for seed in range(4, 11) for s in sweep(seed) if changed(s, "before-medium-overhead", "before-huge-min-k"))
